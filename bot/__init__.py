@@ -1,0 +1,3 @@
+"""Plan Cascade: a plan-first coding bot for GitHub."""
+
+__version__ = "0.1.0"

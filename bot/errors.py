@@ -1,0 +1,68 @@
+"""The one exception tree of Plan Cascade.
+
+Every error we raise on purpose derives from :class:`PlanCascadeError` and carries
+a message written for the person who has to act on it (a maintainer reading a
+comment, an operator reading a log line).
+"""
+
+from __future__ import annotations
+
+
+class PlanCascadeError(Exception):
+    """Base of every error Plan Cascade raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigurationError(PlanCascadeError):
+    """Server settings are missing or invalid (environment, key files)."""
+
+
+class RepoConfigError(PlanCascadeError):
+    """`.github/plan-cascade.yml` is invalid. `problems` lists one line per bad key."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class PlanValidationError(PlanCascadeError):
+    """A PRD failed validation. `problems` lists one precise message per rule broken."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class LLMError(PlanCascadeError):
+    """The language model could not be reached or gave no usable answer."""
+
+
+class StateError(PlanCascadeError):
+    """A command or transition does not fit the plan's current state."""
+
+
+class PermissionDenied(PlanCascadeError):
+    """The user is not allowed to do what they asked."""
+
+
+class GitHubError(PlanCascadeError):
+    """A GitHub API call failed in a way the caller must handle."""
+
+
+class WorkspaceError(PlanCascadeError):
+    """A git or filesystem operation in a mirror or worktree failed."""
+
+
+class SandboxViolation(WorkspaceError):
+    """An agent tool tried to leave its worktree or write a read-only path."""
+
+
+class AgentError(PlanCascadeError):
+    """A coding agent failed or is not available."""
+
+
+class JobError(PlanCascadeError):
+    """A queued job failed; the queue retries it with backoff."""
