@@ -49,7 +49,18 @@ class PermissionDenied(PlanCascadeError):
 
 
 class GitHubError(PlanCascadeError):
-    """A GitHub API call failed in a way the caller must handle."""
+    """A GitHub API call failed in a way the caller must handle.
+
+    `status` is GitHub's HTTP status code, or None when no answer came (timeout, connection).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(GitHubError):
+    """GitHub answered 404: the resource does not exist or the installation cannot see it."""
 
 
 class WorkspaceError(PlanCascadeError):

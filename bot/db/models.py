@@ -1,0 +1,76 @@
+"""SQLAlchemy tables. Schema changes go through Alembic migrations in `migrations/`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, Text, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base of our tables."""
+
+
+class Delivery(Base):
+    """One webhook delivery, keyed by `X-GitHub-Delivery` (redeliveries reuse it)."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    event: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    target: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(32))
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Job(Base):
+    """A unit of work. Jobs of one `group_key` (one issue) never run at the same time."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    group_key: Mapped[str] = mapped_column(String(300))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    delivery_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=5)
+    run_after: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    locked_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_jobs_status_run_after", "status", "run_after"),
+        Index("ix_jobs_group_status", "group_key", "status"),
+        # At most one running job per group, enforced by the database itself so that
+        # two workers (or processes) can never run jobs of one issue at once.
+        Index(
+            "uq_jobs_one_running_per_group",
+            "group_key",
+            unique=True,
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
+    )
+
+
+class PlanRecord(Base):
+    """Cache of a plan's state; rebuilt from the plan comment's hidden block when lost."""
+
+    __tablename__ = "plans"
+
+    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
+    issue_number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    status: Mapped[str] = mapped_column(String(32))
+    installation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    plan_comment_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    reactions_etag: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,245 @@
+"""A durable job queue on one table: claims with leases, retries with backoff, dead jobs.
+
+- A job survives restarts: it is a row until it is done.
+- A claimed job carries a lease; a worker that dies stops renewing it, and after
+  `lease_until` another worker reclaims the job.
+- Jobs of one `group_key` (one issue) run one at a time, oldest first; a partial unique
+  index (`status = 'running'`) makes the database refuse a second running job per group.
+- On PostgreSQL, workers in several processes claim with `FOR UPDATE SKIP LOCKED`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from bot.db.engine import Database
+from bot.db.models import Job
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    """The current time in UTC."""
+    return datetime.now(UTC)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job a worker holds: what to run and the lease it must keep alive."""
+
+    id: int
+    kind: str
+    group_key: str
+    payload: dict[str, Any]
+    delivery_id: str | None
+    attempts: int
+    max_attempts: int
+    created_at: datetime
+
+
+def backoff_seconds(attempts: int) -> float:
+    """Delay before attempt `attempts + 1`: 5 s, 20 s, 80 s … capped at 15 minutes."""
+    return float(min(5 * 4 ** max(attempts - 1, 0), 900))
+
+
+def new_job(
+    *,
+    kind: str,
+    group_key: str,
+    payload: dict[str, Any],
+    delivery_id: str | None = None,
+    max_attempts: int = 5,
+    run_after: datetime | None = None,
+    now: datetime | None = None,
+) -> Job:
+    """A Job row ready to be added to a session (used inside the webhook's transaction)."""
+    moment = now or utcnow()
+    return Job(
+        kind=kind,
+        group_key=group_key,
+        payload=payload,
+        delivery_id=delivery_id,
+        status="queued",
+        attempts=0,
+        max_attempts=max_attempts,
+        run_after=run_after or moment,
+        created_at=moment,
+        updated_at=moment,
+    )
+
+
+class JobQueue:
+    """Enqueue, claim, heartbeat, complete and fail jobs."""
+
+    def __init__(self, db: Database, *, lease_seconds: float = 300, clock: Clock = utcnow) -> None:
+        self.db = db
+        self.lease = timedelta(seconds=lease_seconds)
+        self.clock = clock
+
+    async def enqueue(
+        self,
+        *,
+        kind: str,
+        group_key: str,
+        payload: dict[str, Any],
+        delivery_id: str | None = None,
+        max_attempts: int = 5,
+        delay_seconds: float = 0,
+    ) -> int:
+        """Add a job; returns its id."""
+        now = self.clock()
+        job = new_job(
+            kind=kind,
+            group_key=group_key,
+            payload=payload,
+            delivery_id=delivery_id,
+            max_attempts=max_attempts,
+            run_after=now + timedelta(seconds=delay_seconds),
+            now=now,
+        )
+        async with self.db.write() as session:
+            session.add(job)
+            await session.flush()
+            return job.id
+
+    async def claim(self, worker_id: str) -> ClaimedJob | None:
+        """Take the next runnable job (or an expired lease), or None when nothing is due."""
+        for _ in range(5):
+            try:
+                async with self.db.write() as session:
+                    return await self._claim_once(session, worker_id)
+            except IntegrityError:
+                # Another worker started a job of the same group between our select and
+                # update; the unique index refused ours. Try the next candidate.
+                continue
+        return None
+
+    async def _claim_once(self, session: AsyncSession, worker_id: str) -> ClaimedJob | None:
+        now = self.clock()
+        running = aliased(Job)
+        older = aliased(Job)
+        fresh = and_(
+            Job.status == "queued",
+            Job.run_after <= now,
+            ~exists().where(and_(running.group_key == Job.group_key, running.status == "running")),
+            ~exists().where(
+                and_(older.group_key == Job.group_key, older.status == "queued", older.id < Job.id)
+            ),
+        )
+        expired = and_(Job.status == "running", Job.lease_until < now)
+        stmt = select(Job).where(or_(fresh, expired)).order_by(Job.run_after, Job.id).limit(1)
+        if not self.db.is_sqlite:
+            stmt = stmt.with_for_update(skip_locked=True, of=Job)
+        job = (await session.execute(stmt)).scalars().first()
+        if job is None:
+            return None
+        if job.status == "running":
+            log.warning(
+                "reclaiming job %s (%s) whose lease expired (held by %s)",
+                job.id,
+                job.kind,
+                job.locked_by,
+                extra={"job_id": job.id, "kind": job.kind},
+            )
+        if job.attempts >= job.max_attempts:
+            job.status = "dead"
+            job.last_error = (job.last_error or "") + "\nlease expired after the last attempt"
+            job.locked_by = None
+            job.lease_until = None
+            job.updated_at = now
+            return None
+        job.status = "running"
+        job.attempts += 1
+        job.locked_by = worker_id
+        job.lease_until = now + self.lease
+        job.updated_at = now
+        await session.flush()
+        return ClaimedJob(
+            id=job.id,
+            kind=job.kind,
+            group_key=job.group_key,
+            payload=dict(job.payload),
+            delivery_id=job.delivery_id,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            created_at=_aware(job.created_at) or now,
+        )
+
+    async def heartbeat(self, job_id: int, worker_id: str) -> bool:
+        """Extend the lease; False when the job is no longer ours (it was reclaimed)."""
+        now = self.clock()
+        async with self.db.write() as session:
+            result = await session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.locked_by == worker_id, Job.status == "running")
+                .values(lease_until=now + self.lease, updated_at=now)
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def complete(self, job_id: int, worker_id: str) -> bool:
+        """Mark a job done; False when another worker had reclaimed it."""
+        now = self.clock()
+        async with self.db.write() as session:
+            result = await session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.locked_by == worker_id, Job.status == "running")
+                .values(status="done", locked_by=None, lease_until=None, updated_at=now)
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def fail(self, job_id: int, worker_id: str, error: str) -> str:
+        """Record a failure: back to the queue with backoff, or `dead` after the last attempt.
+
+        Returns the new status (`queued`, `dead`, or `lost` if the job was not ours).
+        """
+        now = self.clock()
+        async with self.db.write() as session:
+            job = await session.get(Job, job_id)
+            if job is None or job.locked_by != worker_id or job.status != "running":
+                return "lost"
+            job.last_error = error[-4000:]
+            job.locked_by = None
+            job.lease_until = None
+            job.updated_at = now
+            if job.attempts >= job.max_attempts:
+                job.status = "dead"
+            else:
+                job.status = "queued"
+                job.run_after = now + timedelta(seconds=backoff_seconds(job.attempts))
+            return job.status
+
+    async def counts(self) -> dict[str, int]:
+        """Number of jobs per status."""
+        async with self.db.read() as session:
+            rows = await session.execute(select(Job.status, func.count()).group_by(Job.status))
+            return {status: count for status, count in rows.all()}
+
+    async def get(self, job_id: int) -> Job | None:
+        """A job row, for inspection."""
+        async with self.db.read() as session:
+            return await session.get(Job, job_id)
+
+    async def dead_jobs(self, limit: int = 50) -> list[Job]:
+        """The newest dead jobs with their last error."""
+        async with self.db.read() as session:
+            rows = await session.execute(
+                select(Job).where(Job.status == "dead").order_by(Job.updated_at.desc()).limit(limit)
+            )
+            return list(rows.scalars())

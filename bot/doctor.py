@@ -1,0 +1,55 @@
+"""`plan-cascade doctor`: check what a server needs before it starts."""
+
+from __future__ import annotations
+
+import httpx
+
+from bot.db.engine import Database
+from bot.errors import ConfigurationError
+from bot.settings import Settings, check_private_key
+
+Check = tuple[bool, str, str]
+
+
+async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> list[Check]:
+    """Each check as (ok, name, detail); never raises."""
+    results: list[Check] = []
+    try:
+        settings.require_server_secrets()
+        results.append((True, "settings", "App id, webhook secret and private key are set"))
+    except ConfigurationError as exc:
+        results.append((False, "settings", exc.message))
+    try:
+        pem = settings.private_key_pem()
+        if pem:
+            check_private_key(pem)
+            results.append((True, "private key", "PEM RSA key loads"))
+        else:
+            results.append((False, "private key", "not set (PLAN_CASCADE_PRIVATE_KEY or _PATH)"))
+    except ConfigurationError as exc:
+        results.append((False, "private key", exc.message))
+
+    db = Database(settings.resolved_database_url)
+    try:
+        await db.ping()
+        results.append((True, "database", f"{db.engine.url.render_as_string(hide_password=True)} answers"))
+    except Exception as exc:
+        results.append((False, "database", f"cannot connect: {str(exc)[:200]}"))
+    finally:
+        await db.dispose()
+
+    url = settings.github_api_url.rstrip("/")
+    try:
+        async with httpx.AsyncClient(transport=transport, timeout=10) as client:
+            resp = await client.get(url + "/meta" if "api.github.com" in url else url + "/")
+        if resp.status_code < 500:
+            results.append((True, "GitHub API", f"{url} answered {resp.status_code}"))
+        else:
+            results.append((False, "GitHub API", f"{url} answered {resp.status_code}"))
+    except httpx.HTTPError as exc:
+        results.append((False, "GitHub API", f"{url} unreachable: {exc.__class__.__name__}: {exc}"))
+    if url.startswith("https://") and "api.github.com" not in url and not url.endswith("/api/v3"):
+        results.append(
+            (False, "GitHub API", f"{url} looks like a GitHub Enterprise Server host: use {url}/api/v3")
+        )
+    return results

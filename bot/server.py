@@ -1,0 +1,145 @@
+"""The app factory: `create_app(settings)` builds everything, nothing happens at import."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from bot.db.engine import Database
+from bot.db.queue import JobQueue
+from bot.metrics import Metrics
+from bot.routing import Router
+from bot.services import Services
+from bot.settings import Settings
+from bot.webhook import Intake, make_webhook_router
+from bot.worker import JobKinds, WorkerPool
+
+log = logging.getLogger(__name__)
+
+BackgroundTask = Callable[[Services, asyncio.Event], Awaitable[None]]
+
+
+@dataclass
+class Runtime:
+    """What one process runs: the database, the queue, the routers and the workers."""
+
+    settings: Settings
+    db: Database
+    queue: JobQueue
+    metrics: Metrics
+    router: Router
+    kinds: JobKinds
+    services: Services
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    background: list[BackgroundTask] = field(default_factory=list)
+
+    def worker_pool(self, *, concurrency: int | None = None) -> WorkerPool:
+        """Workers sharing this runtime's queue and services."""
+        return WorkerPool(
+            queue=self.queue,
+            router=self.router,
+            services=self.services,
+            kinds=self.kinds,
+            concurrency=concurrency or self.settings.workers,
+            wake=self.wake,
+        )
+
+
+def build_runtime(settings: Settings, *, services: Services | None = None) -> Runtime:
+    """Wire settings, database, queue, routers and job kinds (no I/O yet)."""
+    from bot.wiring import default_job_kinds, default_router, wire_services
+
+    db = services.db if services and services.db else Database(settings.resolved_database_url)
+    queue = JobQueue(db, lease_seconds=settings.job_lease_seconds)
+    metrics = Metrics()
+    svc = services or Services(settings=settings)
+    svc.db, svc.queue, svc.metrics = db, queue, metrics
+    wire_services(svc)
+    runtime = Runtime(
+        settings=settings,
+        db=db,
+        queue=queue,
+        metrics=metrics,
+        router=default_router(),
+        kinds=default_job_kinds(),
+        services=svc,
+    )
+    from bot.wiring import default_background_tasks
+
+    runtime.background.extend(default_background_tasks())
+    return runtime
+
+
+async def run_background(runtime: Runtime, stop: asyncio.Event, *, workers: bool) -> list[asyncio.Task[None]]:
+    """Start the worker pool (when asked) and the periodic tasks."""
+    tasks: list[asyncio.Task[None]] = []
+    if workers:
+        tasks.append(asyncio.create_task(runtime.worker_pool().run(stop)))
+    for job in runtime.background:
+        tasks.append(asyncio.create_task(job(runtime.services, stop)))
+    return tasks
+
+
+def create_app(
+    settings: Settings,
+    *,
+    runtime: Runtime | None = None,
+    start_workers: bool = True,
+    migrate: bool = True,
+) -> FastAPI:
+    """The FastAPI application: `/webhook`, `/healthz`, `/metrics`, plus in-process workers."""
+    settings.require_server_secrets()
+    rt = runtime or build_runtime(settings)
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if migrate:
+            await rt.db.migrate()
+        stop = asyncio.Event()
+        tasks = await run_background(rt, stop, workers=start_workers)
+        log.info("plan-cascade ready (%d workers)", settings.workers if start_workers else 0)
+        try:
+            yield
+        finally:
+            stop.set()
+            rt.wake.set()
+            if tasks:
+                await asyncio.wait(tasks, timeout=30)
+            await rt.db.dispose()
+
+    app = FastAPI(title="Plan Cascade", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.runtime = rt
+    intake = Intake(
+        secret=secret,
+        db=rt.db,
+        router=rt.router,
+        metrics=rt.metrics,
+        max_attempts=settings.job_max_attempts,
+        wake=rt.wake,
+    )
+    app.include_router(make_webhook_router(intake))
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        try:
+            await rt.db.ping()
+        except Exception as exc:
+            return JSONResponse({"status": "unhealthy", "database": str(exc)[:200]}, status_code=503)
+        return JSONResponse({"status": "ok", "database": "ok"})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        counts = await rt.queue.counts()
+        rt.metrics.queue_depth.set(counts.get("queued", 0))
+        rt.metrics.dead_jobs.set(counts.get("dead", 0))
+        return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

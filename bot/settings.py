@@ -1,0 +1,165 @@
+"""Server settings: the environment variables that are Plan Cascade's public contract.
+
+Built by :func:`load_settings` (called from the CLI and the app factory), never at
+import time. Missing or placeholder secrets fail start-up with a message that names
+the variable to set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.errors import ConfigurationError
+
+LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
+
+# Values people leave in a copied .env: refuse them like a missing value.
+_PLACEHOLDERS = {"", "changeme", "change-me", "replace-me", "your-secret", "secret", "xxx", "todo", "..."}
+
+
+def is_placeholder(value: str | None) -> bool:
+    """Whether a secret is missing or still holds an example value."""
+    if value is None:
+        return True
+    text = value.strip().lower()
+    return text in _PLACEHOLDERS or text.startswith("<") or text.startswith("your-")
+
+
+class Settings(BaseSettings):
+    """Everything the server reads from the environment (or a `.env` file)."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", populate_by_name=True)
+
+    app_id: str | None = Field(default=None, validation_alias="PLAN_CASCADE_APP_ID")
+    """The GitHub App's numeric id."""
+    private_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_PRIVATE_KEY")
+    """The App's private key as PEM text."""
+    private_key_path: Path | None = Field(default=None, validation_alias="PLAN_CASCADE_PRIVATE_KEY_PATH")
+    """A file holding the App's private key (PEM), used when PLAN_CASCADE_PRIVATE_KEY is unset."""
+    webhook_secret: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_WEBHOOK_SECRET")
+    """The secret GitHub signs webhook deliveries with."""
+    github_api_url: str = Field(default="https://api.github.com", validation_alias="GITHUB_API_URL")
+    """GitHub's REST API root; for GitHub Enterprise Server `https://HOST/api/v3`."""
+    database_url: str | None = Field(default=None, validation_alias="PLAN_CASCADE_DATABASE_URL")
+    """SQLAlchemy async URL; default a SQLite file in the data dir."""
+    data_dir: Path = Field(default=Path(".plan-cascade"), validation_alias="PLAN_CASCADE_DATA_DIR")
+    """Mirrors, worktrees, transcripts and the default database live here."""
+    llm_provider: LLMProvider = Field(default="anthropic", validation_alias="PLAN_CASCADE_LLM_PROVIDER")
+    """Which LLM provider plans and the builtin agent use."""
+    llm_model: str | None = Field(default=None, validation_alias="PLAN_CASCADE_LLM_MODEL")
+    """Model name; each provider has a sensible default."""
+    llm_base_url: str | None = Field(default=None, validation_alias="PLAN_CASCADE_LLM_BASE_URL")
+    """Base URL for OpenAI-compatible servers (DeepSeek, Ollama, vLLM, llama.cpp)."""
+    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
+    """Anthropic's SDK key."""
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    """OpenAI's SDK key (also used for OpenAI-compatible providers)."""
+    workers: int = Field(default=2, ge=1, le=64, validation_alias="PLAN_CASCADE_WORKERS")
+    """How many jobs run at once in this process."""
+    approval_poll_seconds: float = Field(
+        default=60, ge=1, validation_alias="PLAN_CASCADE_APPROVAL_POLL_SECONDS"
+    )
+    """How often plans awaiting approval are polled for 👍 reactions."""
+    log_level: str = Field(default="INFO", validation_alias="PLAN_CASCADE_LOG_LEVEL")
+    """Python log level name."""
+    job_lease_seconds: float = Field(default=300, ge=5, validation_alias="PLAN_CASCADE_JOB_LEASE_SECONDS")
+    """How long a claimed job stays claimed without a heartbeat before another worker reclaims it."""
+    job_max_attempts: int = Field(default=5, ge=1, validation_alias="PLAN_CASCADE_JOB_MAX_ATTEMPTS")
+    """Attempts before a failing job is marked dead."""
+
+    @model_validator(mode="after")
+    def _check_key_source(self) -> Settings:
+        if self.private_key is not None and self.private_key_path is not None:
+            raise ValueError(
+                "set PLAN_CASCADE_PRIVATE_KEY or PLAN_CASCADE_PRIVATE_KEY_PATH, not both"
+            )
+        return self
+
+    # -- derived values -------------------------------------------------------------
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to `sqlite+aiosqlite:///<data_dir>/plan-cascade.db`."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'plan-cascade.db').resolve()}"
+
+    def private_key_pem(self) -> str | None:
+        """The App private key text, read from the file when a path is given."""
+        if self.private_key is not None:
+            return self.private_key.get_secret_value().replace("\\n", "\n")
+        if self.private_key_path is not None:
+            try:
+                return self.private_key_path.read_text()
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"PLAN_CASCADE_PRIVATE_KEY_PATH={self.private_key_path} cannot be read: {exc.strerror}"
+                ) from exc
+        return None
+
+    def require_server_secrets(self) -> None:
+        """Refuse to start a server without the App's credentials."""
+        if is_placeholder(self.app_id):
+            raise ConfigurationError("PLAN_CASCADE_APP_ID is not set: set it to your GitHub App's id")
+        if not str(self.app_id).strip().isdigit():
+            raise ConfigurationError(
+                f"PLAN_CASCADE_APP_ID must be the App's numeric id, got {self.app_id!r}"
+            )
+        secret = self.webhook_secret.get_secret_value() if self.webhook_secret else None
+        if is_placeholder(secret):
+            raise ConfigurationError(
+                "PLAN_CASCADE_WEBHOOK_SECRET is not set (or still a placeholder): set it to the "
+                "webhook secret configured in your GitHub App"
+            )
+        pem = self.private_key_pem()
+        if is_placeholder(pem):
+            raise ConfigurationError(
+                "PLAN_CASCADE_PRIVATE_KEY (PEM text) or PLAN_CASCADE_PRIVATE_KEY_PATH (a file) "
+                "must be set to the App's private key"
+            )
+        assert pem is not None
+        check_private_key(pem)
+
+    def llm_api_key(self) -> str | None:
+        """The key for the configured provider, or None for providers that need none."""
+        if self.llm_provider == "anthropic":
+            key = self.anthropic_api_key
+        elif self.llm_provider == "ollama":
+            return None
+        else:
+            key = self.openai_api_key
+        value = key.get_secret_value() if key else None
+        return None if is_placeholder(value) else value
+
+
+def check_private_key(pem: str) -> None:
+    """Raise a ConfigurationError unless `pem` is a loadable RSA private key."""
+    if "PRIVATE KEY-----" not in pem:
+        raise ConfigurationError(
+            "the App private key is not PEM text (expected '-----BEGIN RSA PRIVATE KEY-----'); "
+            "download it from the App's settings page"
+        )
+    try:
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"the App private key cannot be loaded: {exc}") from None
+
+
+def load_settings(env_file: str | Path | None = ".env", **overrides: object) -> Settings:
+    """Build settings from the environment (and `env_file` when it exists)."""
+    kwargs: dict[str, object] = dict(overrides)
+    if env_file is not None and Path(env_file).is_file():
+        kwargs["_env_file"] = str(env_file)
+    try:
+        return Settings(**kwargs)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "settings"
+            lines.append(f"{loc}: {err['msg']}")
+        raise ConfigurationError("invalid settings: " + "; ".join(lines)) from None

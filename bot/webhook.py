@@ -1,0 +1,154 @@
+"""`POST /webhook`: verify, record, enqueue, answer — in milliseconds.
+
+The delivery row and its job are written in one transaction, so a delivery is either
+fully accepted (and will be processed) or not at all; the delivery id is the primary
+key, so a redelivery (same `X-GitHub-Delivery`) is answered 200 and never re-processed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from githubkit.webhooks import verify
+from sqlalchemy.exc import IntegrityError
+
+from bot.db.engine import Database
+from bot.db.models import Delivery
+from bot.db.queue import new_job, utcnow
+from bot.log import log_context
+from bot.metrics import Metrics
+from bot.routing import Event, Router
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub does not send payloads over 25 MB.
+WEBHOOK_JOB = "webhook"
+
+
+@dataclass
+class Intake:
+    """Everything the endpoint needs; built by the app factory."""
+
+    secret: str
+    db: Database
+    router: Router
+    metrics: Metrics
+    max_attempts: int = 5
+    wake: Any = None  # an asyncio.Event set after each enqueue, to wake in-process workers
+
+
+def _answer(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"message": message, **extra}, status_code=status)
+
+
+def signature_ok(secret: str, body: bytes, signature: str | None) -> bool:
+    """Only the `sha256=` form counts (githubkit would also accept legacy `sha1=`)."""
+    if not signature or not signature.startswith("sha256="):
+        return False
+    return verify(secret, body, signature)
+
+
+async def _read_body(request: Request) -> bytes | None:
+    """The raw body, or None when it exceeds the size limit (checked while streaming)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def make_webhook_router(intake: Intake) -> APIRouter:
+    """The FastAPI routes of the webhook endpoint."""
+    api = APIRouter()
+
+    @api.post("/webhook")
+    async def receive(request: Request) -> JSONResponse:
+        event_name = request.headers.get("x-github-event")
+        delivery_id = request.headers.get("x-github-delivery")
+        with log_context(delivery=delivery_id or "-"):
+            return await _receive(request, intake, event_name, delivery_id)
+
+    return api
+
+
+async def _receive(
+    request: Request, intake: Intake, event_name: str | None, delivery_id: str | None
+) -> JSONResponse:
+    deliveries = intake.metrics.deliveries
+    body = await _read_body(request)
+    if body is None:
+        deliveries.labels(event_name or "unknown", "too_large").inc()
+        log.warning("rejected delivery: body over 25 MB")
+        return _answer(413, "payload too large: GitHub does not send bodies over 25 MB")
+    if not signature_ok(intake.secret, body, request.headers.get("x-hub-signature-256")):
+        deliveries.labels(event_name or "unknown", "bad_signature").inc()
+        log.warning("rejected delivery: missing or invalid X-Hub-Signature-256")
+        return _answer(
+            401,
+            "invalid signature: X-Hub-Signature-256 must be sha256=HMAC of the body "
+            "with the webhook secret (check PLAN_CASCADE_WEBHOOK_SECRET)",
+        )
+    if not event_name or not delivery_id:
+        deliveries.labels(event_name or "unknown", "bad_headers").inc()
+        return _answer(400, "missing X-GitHub-Event or X-GitHub-Delivery header")
+    if len(delivery_id) > 64:
+        deliveries.labels(event_name, "bad_headers").inc()
+        return _answer(400, "X-GitHub-Delivery is longer than 64 characters")
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        deliveries.labels(event_name, "bad_json").inc()
+        return _answer(400, f"body is not valid JSON: {exc}")
+    if not isinstance(payload, dict):
+        deliveries.labels(event_name, "bad_json").inc()
+        return _answer(400, "body must be a JSON object")
+
+    event = Event.from_delivery(name=event_name, delivery_id=delivery_id, payload=payload)
+    handled = intake.router.handles(event_name, event.action)
+    outcome = "accepted" if handled else "ignored"
+    now = utcnow()
+    try:
+        async with intake.db.write() as session:
+            session.add(
+                Delivery(
+                    id=delivery_id,
+                    event=event_name,
+                    action=event.action,
+                    target=event.target,
+                    outcome=outcome,
+                    received_at=now,
+                )
+            )
+            if handled:
+                session.add(
+                    new_job(
+                        kind=WEBHOOK_JOB,
+                        group_key=event.group_key,
+                        payload={"event": event_name, "delivery_id": delivery_id, "payload": payload},
+                        delivery_id=delivery_id,
+                        max_attempts=intake.max_attempts,
+                        now=now,
+                    )
+                )
+    except IntegrityError:
+        deliveries.labels(event_name, "duplicate").inc()
+        log.info("delivery %s seen before: not processed again", delivery_id)
+        return _answer(200, "duplicate delivery: already accepted", delivery=delivery_id)
+
+    deliveries.labels(event_name, outcome).inc()
+    with log_context(plan=event.target or "-"):
+        log.info("%s %s.%s", outcome, event_name, event.action or "-", extra={"event": event_name})
+    if handled and intake.wake is not None:
+        intake.wake.set()
+    return _answer(202 if handled else 200, outcome, delivery=delivery_id)

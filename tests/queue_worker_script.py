@@ -1,0 +1,67 @@
+"""A worker process for the queue tests: `python -m tests.queue_worker_script MODE DB_URL OUT`.
+
+MODE `record`: run a WorkerPool whose `record` jobs append "job group start end pid" lines
+to OUT, until the queue has been empty for a second. MODE `hang`: claim one job, print
+`claimed <id>`, then sleep until killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+from bot.db.engine import Database
+from bot.db.queue import JobQueue
+from bot.routing import Router
+from bot.services import Services
+from bot.settings import Settings
+from bot.worker import JobKinds, WorkerPool
+
+
+async def record(db_url: str, out: str) -> None:
+    db = Database(db_url)
+    queue = JobQueue(db, lease_seconds=30)
+    kinds = JobKinds()
+
+    @kinds.register("record")
+    async def _record(job, services) -> None:  # type: ignore[no-untyped-def]
+        start = time.time()
+        await asyncio.sleep(0.005)
+        with open(out, "a") as fh:
+            fh.write(f"{job.id} {job.group_key} {start} {time.time()} {os.getpid()}\n")
+
+    pool = WorkerPool(queue=queue, router=Router(), services=Services(settings=Settings()), kinds=kinds,
+                      concurrency=4, poll_interval=0.05)
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+    idle_since = None
+    while True:
+        await asyncio.sleep(0.2)
+        counts = await queue.counts()
+        if counts.get("queued", 0) == 0 and counts.get("running", 0) == 0:
+            idle_since = idle_since or time.time()
+            if time.time() - idle_since > 1:
+                break
+        else:
+            idle_since = None
+    stop.set()
+    await task
+    await db.dispose()
+
+
+async def hang(db_url: str) -> None:
+    db = Database(db_url)
+    queue = JobQueue(db, lease_seconds=1)
+    job = await queue.claim("doomed-worker")
+    print(f"claimed {job.id if job else None}", flush=True)
+    await asyncio.sleep(3600)
+
+
+if __name__ == "__main__":
+    mode, url = sys.argv[1], sys.argv[2]
+    if mode == "record":
+        asyncio.run(record(url, sys.argv[3]))
+    else:
+        asyncio.run(hang(url))

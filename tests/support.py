@@ -1,0 +1,85 @@
+"""Shared test helpers: settings, keys, databases, a server runtime. Written once (STYLE §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bot.settings import Settings
+
+WEBHOOK_SECRET = "test-webhook-secret-1234"
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@functools.cache
+def rsa_private_key_pem() -> str:
+    """A real RSA key, generated once per test session."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    """Settings for a test server: a SQLite file under tmp_path, test secrets."""
+    values: dict[str, Any] = {
+        "PLAN_CASCADE_APP_ID": "12345",
+        "PLAN_CASCADE_PRIVATE_KEY": rsa_private_key_pem(),
+        "PLAN_CASCADE_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "PLAN_CASCADE_DATA_DIR": str(tmp_path / "data"),
+        "GITHUB_API_URL": "http://127.0.0.1:9/api",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@asynccontextmanager
+async def postgres_database() -> AsyncIterator[str]:
+    """A fresh, empty PostgreSQL database on the local server; dropped afterwards."""
+    import asyncpg
+
+    name = f"pc_test_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(PG_ADMIN_URL)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        admin = await asyncpg.connect(PG_ADMIN_URL)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+def asgi_client(app: Any) -> httpx.AsyncClient:
+    """An httpx client that calls the ASGI app in-process."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+
+
+async def wait_for(predicate: Any, *, timeout: float = 10.0, interval: float = 0.02) -> None:
+    """Poll an (async or plain) predicate until it is true."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = predicate()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)

@@ -1,0 +1,217 @@
+"""The durable job queue: restarts, leases, per-issue exclusivity, retries, PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.db.engine import Database
+from bot.db.queue import JobQueue, backoff_seconds
+from bot.routing import Router
+from bot.services import Services
+from bot.settings import Settings
+from bot.worker import JobKinds, WorkerPool
+from tests.support import postgres_database, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+async def sqlite_db(tmp_path: Path):
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'q.db'}")
+    await db.migrate()
+    yield db
+    await db.dispose()
+
+
+def _pool(queue: JobQueue, kinds: JobKinds, concurrency: int = 2) -> WorkerPool:
+    return WorkerPool(queue=queue, router=Router(), services=Services(settings=Settings()), kinds=kinds,
+                      concurrency=concurrency, poll_interval=0.05)
+
+
+async def test_a_job_enqueued_before_a_restart_runs_after_it(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'restart.db'}"
+    first = Database(url)
+    await first.migrate()
+    job_id = await JobQueue(first).enqueue(kind="note", group_key="o/r#1", payload={"n": 7})
+    await first.dispose()  # the process goes away
+
+    second = Database(url)
+    ran: list[int] = []
+    kinds = JobKinds()
+
+    @kinds.register("note")
+    async def _note(job, services) -> None:
+        ran.append(job.payload["n"])
+
+    queue = JobQueue(second)
+    pool = _pool(queue, kinds)
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+    await wait_for(lambda: ran == [7])
+    stop.set()
+    await task
+    assert (await queue.get(job_id)).status == "done"
+    await second.dispose()
+
+
+async def test_expired_lease_is_reclaimed_by_another_worker(sqlite_db: Database) -> None:
+    clock = Clock()
+    queue = JobQueue(sqlite_db, lease_seconds=60, clock=clock)
+    job_id = await queue.enqueue(kind="k", group_key="g", payload={})
+    first = await queue.claim("worker-a")
+    assert first is not None and first.id == job_id
+    assert await queue.claim("worker-b") is None  # leased
+    clock.advance(61)
+    again = await queue.claim("worker-b")
+    assert again is not None and again.id == job_id and again.attempts == 2
+    # The dead worker's late completion does not count; the new owner's does.
+    assert not await queue.complete(job_id, "worker-a")
+    assert await queue.complete(job_id, "worker-b")
+
+
+async def test_heartbeat_keeps_the_lease(sqlite_db: Database) -> None:
+    clock = Clock()
+    queue = JobQueue(sqlite_db, lease_seconds=60, clock=clock)
+    await queue.enqueue(kind="k", group_key="g", payload={})
+    job = await queue.claim("a")
+    clock.advance(50)
+    assert await queue.heartbeat(job.id, "a")
+    clock.advance(50)
+    assert await queue.claim("b") is None
+
+
+async def test_worker_killed_mid_job_has_its_job_reclaimed(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'kill.db'}"
+    db = Database(url)
+    await db.migrate()
+    queue = JobQueue(db, lease_seconds=1)
+    job_id = await queue.enqueue(kind="work", group_key="o/r#5", payload={})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.queue_worker_script", "hang", url],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        line = await asyncio.to_thread(proc.stdout.readline)
+        assert line.strip() == f"claimed {job_id}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (await queue.get(job_id)).status == "running"
+    ran: list[int] = []
+    kinds = JobKinds()
+
+    @kinds.register("work")
+    async def _work(job, services) -> None:
+        ran.append(job.id)
+
+    pool = _pool(queue, kinds)
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+    await wait_for(lambda: ran == [job_id], timeout=15)
+    stop.set()
+    await task
+    job = await queue.get(job_id)
+    assert job.status == "done" and job.attempts == 2
+    await db.dispose()
+
+
+async def test_jobs_of_one_issue_never_run_at_once(sqlite_db: Database) -> None:
+    queue = JobQueue(sqlite_db)
+    a = await queue.enqueue(kind="k", group_key="o/r#1", payload={})
+    b = await queue.enqueue(kind="k", group_key="o/r#1", payload={})
+    c = await queue.enqueue(kind="k", group_key="o/r#2", payload={})
+    first = await queue.claim("w1")
+    second = await queue.claim("w2")
+    assert (first.id, second.id) == (a, c)  # b waits for a: same issue
+    assert await queue.claim("w3") is None
+    await queue.complete(a, "w1")
+    third = await queue.claim("w3")
+    assert third.id == b
+
+
+async def test_failed_jobs_retry_with_backoff_then_die_visibly(sqlite_db: Database, caplog) -> None:
+    clock = Clock()
+    queue = JobQueue(sqlite_db, clock=clock)
+    job_id = await queue.enqueue(kind="boom", group_key="g", payload={}, max_attempts=3)
+    kinds = JobKinds()
+
+    @kinds.register("boom")
+    async def _boom(job, services) -> None:
+        raise RuntimeError("the handler broke")
+
+    from bot.metrics import Metrics
+
+    metrics = Metrics()
+    pool = WorkerPool(queue=queue, router=Router(), kinds=kinds,
+                      services=Services(settings=Settings(), metrics=metrics))
+    outcomes = []
+    for _ in range(3):
+        job = await queue.claim("w")
+        assert job is not None
+        outcomes.append(await pool.run_job(job, "w"))
+        assert await queue.claim("w") is None  # backing off
+        clock.advance(backoff_seconds(job.attempts) + 1)
+    assert outcomes == ["queued", "queued", "dead"]
+    row = await queue.get(job_id)
+    assert row.status == "dead" and "the handler broke" in row.last_error
+    assert (await queue.counts()) == {"dead": 1}
+    assert metrics.jobs.labels("boom", "dead")._value.get() == 1
+    assert any("dead" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    delays = [backoff_seconds(n) for n in range(1, 8)]
+    assert delays[:3] == [5, 20, 80] and delays[-1] == 900
+    assert delays == sorted(delays)
+
+
+@pytest.mark.postgres
+async def test_two_worker_processes_on_postgres_never_run_one_job_twice(tmp_path: Path) -> None:
+    async with postgres_database() as url:
+        db = Database(url)
+        await db.migrate()
+        queue = JobQueue(db)
+        ids = [await queue.enqueue(kind="record", group_key=f"o/r#{n % 25}", payload={}) for n in range(300)]
+        out = tmp_path / "seen.txt"
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "tests.queue_worker_script", "record", url, str(out)],
+                             cwd=ROOT)
+            for _ in range(2)
+        ]
+        for proc in procs:
+            assert await asyncio.to_thread(proc.wait, 120) == 0
+        lines = [line.split() for line in out.read_text().splitlines()]
+        seen = [int(parts[0]) for parts in lines]
+        assert sorted(seen) == sorted(ids), "every job ran exactly once"
+        assert len({parts[4] for parts in lines}) == 2, "both processes took work"
+        spans = defaultdict(list)
+        for _, group, start, end, _pid in lines:
+            spans[group].append((float(start), float(end)))
+        for group, runs in spans.items():
+            runs.sort()
+            for (s1, e1), (s2, _e2) in zip(runs, runs[1:], strict=False):
+                assert s2 >= e1, f"two jobs of {group} overlapped"
+        assert (await queue.counts()) == {"done": 300}
+        await db.dispose()
