@@ -1,0 +1,147 @@
+"""Settings are the public contract; missing or placeholder secrets fail with the variable's name."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.cli import main
+from bot.doctor import run_checks
+from bot.errors import ConfigurationError
+from bot.settings import Settings, load_settings
+from tests.support import make_settings, rsa_private_key_pem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(env_file=None)
+    assert settings.github_api_url == "https://api.github.com"
+    assert settings.workers == 2 and settings.approval_poll_seconds == 60
+    assert settings.llm_provider == "anthropic"
+    assert settings.data_dir == Path(".plan-cascade")
+    assert settings.resolved_database_url == (
+        f"sqlite+aiosqlite:///{(tmp_path / '.plan-cascade' / 'plan-cascade.db').resolve()}"
+    )
+
+
+def test_environment_names_are_the_contract(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env = {
+        "PLAN_CASCADE_APP_ID": "99",
+        "PLAN_CASCADE_WEBHOOK_SECRET": "s3cret-value",
+        "GITHUB_API_URL": "https://ghe.example.com/api/v3",
+        "PLAN_CASCADE_DATABASE_URL": "postgresql+asyncpg://u@h/db",
+        "PLAN_CASCADE_DATA_DIR": str(tmp_path),
+        "PLAN_CASCADE_LLM_PROVIDER": "ollama",
+        "PLAN_CASCADE_LLM_MODEL": "llama3.1",
+        "PLAN_CASCADE_LLM_BASE_URL": "http://localhost:11434/v1",
+        "ANTHROPIC_API_KEY": "sk-ant-x",
+        "OPENAI_API_KEY": "sk-x",
+        "PLAN_CASCADE_WORKERS": "5",
+        "PLAN_CASCADE_APPROVAL_POLL_SECONDS": "15",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    s = load_settings(env_file=None)
+    assert (s.app_id, s.github_api_url, s.database_url, s.data_dir) == (
+        "99", "https://ghe.example.com/api/v3", "postgresql+asyncpg://u@h/db", tmp_path)
+    assert (s.llm_provider, s.llm_model, s.llm_base_url, s.workers, s.approval_poll_seconds) == (
+        "ollama", "llama3.1", "http://localhost:11434/v1", 5, 15)
+    assert s.anthropic_api_key.get_secret_value() == "sk-ant-x"
+    assert s.openai_api_key.get_secret_value() == "sk-x"
+
+
+def test_env_file_is_read(tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    env.write_text("PLAN_CASCADE_WORKERS=7\nPLAN_CASCADE_LLM_PROVIDER=openai\n")
+    s = load_settings(env_file=env)
+    assert s.workers == 7 and s.llm_provider == "openai"
+
+
+@pytest.mark.parametrize(
+    ("override", "variable"),
+    [
+        ({"PLAN_CASCADE_APP_ID": None}, "PLAN_CASCADE_APP_ID"),
+        ({"PLAN_CASCADE_APP_ID": "<your-app-id>"}, "PLAN_CASCADE_APP_ID"),
+        ({"PLAN_CASCADE_WEBHOOK_SECRET": None}, "PLAN_CASCADE_WEBHOOK_SECRET"),
+        ({"PLAN_CASCADE_WEBHOOK_SECRET": "changeme"}, "PLAN_CASCADE_WEBHOOK_SECRET"),
+        ({"PLAN_CASCADE_PRIVATE_KEY": None}, "PLAN_CASCADE_PRIVATE_KEY"),
+        ({"PLAN_CASCADE_PRIVATE_KEY": "not a key"}, "PEM"),
+    ],
+)
+def test_missing_or_placeholder_secrets_name_the_variable(tmp_path: Path, override, variable) -> None:
+    values = {k: v for k, v in override.items() if v is not None}
+    settings = make_settings(tmp_path, **values)
+    for key, value in override.items():
+        if value is None:
+            field = {"PLAN_CASCADE_APP_ID": "app_id", "PLAN_CASCADE_WEBHOOK_SECRET": "webhook_secret",
+                     "PLAN_CASCADE_PRIVATE_KEY": "private_key"}[key]
+            setattr(settings, field, None)
+    with pytest.raises(ConfigurationError, match=variable):
+        settings.require_server_secrets()
+
+
+def test_private_key_from_a_path(tmp_path: Path) -> None:
+    pem = tmp_path / "key.pem"
+    pem.write_text(rsa_private_key_pem())
+    s = Settings(PLAN_CASCADE_PRIVATE_KEY_PATH=str(pem))
+    assert s.private_key_pem() == rsa_private_key_pem()
+    missing = Settings(PLAN_CASCADE_PRIVATE_KEY_PATH=str(tmp_path / "nope.pem"))
+    with pytest.raises(ConfigurationError, match="PLAN_CASCADE_PRIVATE_KEY_PATH"):
+        missing.private_key_pem()
+
+
+def test_invalid_values_fail_with_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLAN_CASCADE_WORKERS", "many")
+    with pytest.raises(ConfigurationError, match="PLAN_CASCADE_WORKERS"):
+        load_settings(env_file=None)
+    monkeypatch.setenv("PLAN_CASCADE_WORKERS", "2")
+    monkeypatch.setenv("PLAN_CASCADE_LLM_PROVIDER", "gemini")
+    with pytest.raises(ConfigurationError, match="PLAN_CASCADE_LLM_PROVIDER"):
+        load_settings(env_file=None)
+
+
+def test_serve_refuses_to_start_without_secrets(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "--env-file", str(tmp_path / "none.env"), "serve"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 2
+    assert "PLAN_CASCADE_APP_ID" in proc.stderr
+
+
+def test_migrate_creates_the_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("PLAN_CASCADE_DATA_DIR", str(tmp_path / "d"))
+    assert main(["--env-file", str(tmp_path / "none"), "migrate"]) == 0
+    assert "up to date" in capsys.readouterr().out
+    assert (tmp_path / "d" / "plan-cascade.db").exists()
+    assert main(["--env-file", str(tmp_path / "none"), "migrate"]) == 0  # idempotent
+
+
+async def test_doctor_reports_each_check(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, GITHUB_API_URL="https://api.github.com")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.host == "api.github.com"
+        return httpx.Response(200, json={"verifiable_password_authentication": False})
+
+    results = await run_checks(settings, transport=httpx.MockTransport(handler))
+    assert [(ok, name) for ok, name, _ in results] == [
+        (True, "settings"), (True, "private key"), (True, "database"), (True, "GitHub API")]
+
+    bad = make_settings(tmp_path, PLAN_CASCADE_WEBHOOK_SECRET="changeme",
+                        GITHUB_API_URL="https://ghe.example.com")
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    results = await run_checks(bad, transport=httpx.MockTransport(down))
+    failed = {name: detail for ok, name, detail in results if not ok}
+    assert "PLAN_CASCADE_WEBHOOK_SECRET" in failed["settings"]
+    assert "unreachable" in failed["GitHub API"] or "/api/v3" in failed["GitHub API"]
