@@ -1,0 +1,88 @@
+"""Pick an `LLM` implementation by provider name."""
+
+from __future__ import annotations
+
+import httpx2
+
+from bot.errors import ConfigurationError
+from bot.llm.anthropic_provider import AnthropicLLM
+from bot.llm.base import LLM
+from bot.llm.openai_provider import OpenAILLM
+from bot.llm.pricing import PriceTable
+
+PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "deepseek", "ollama", "openai-compatible")
+
+DEFAULT_MODELS: dict[str, str] = {
+    "anthropic": "claude-sonnet-4-5",
+    "openai": "gpt-4.1",
+    "deepseek": "deepseek-chat",
+    "ollama": "llama3.1",
+}
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "deepseek": "https://api.deepseek.com",
+    "ollama": "http://localhost:11434/v1",
+}
+
+
+def _require(key: str | None, variable: str, provider: str) -> str:
+    if not key:
+        raise ConfigurationError(f"The {provider} LLM provider needs an API key: set {variable}.")
+    return key
+
+
+def create_llm(
+    *,
+    provider: str,
+    model: str | None,
+    base_url: str | None,
+    anthropic_api_key: str | None,
+    openai_api_key: str | None,
+    timeout: float = 120.0,
+    prices: PriceTable | None = None,
+    http_client: httpx2.AsyncClient | None = None,
+) -> LLM:
+    """The `LLM` for `provider`, with its default model and base URL where none is given.
+
+    DeepSeek and OpenAI-compatible servers take their key from `openai_api_key`
+    (optional for the latter); Ollama needs none. Raises `ConfigurationError` naming the variable to set.
+    """
+    name = provider.strip().lower()
+    if name not in PROVIDERS:
+        raise ConfigurationError(f"Unknown LLM provider {provider!r}; choose one of: {', '.join(PROVIDERS)}.")
+    chosen_model = model or DEFAULT_MODELS.get(name)
+    url = base_url or DEFAULT_BASE_URLS.get(name)
+    if name == "anthropic":
+        return AnthropicLLM(
+            model=chosen_model or DEFAULT_MODELS["anthropic"],
+            api_key=_require(anthropic_api_key, "ANTHROPIC_API_KEY", name),
+            base_url=url,
+            timeout=timeout,
+            prices=prices,
+            http_client=http_client,
+        )
+    if name == "openai-compatible":
+        if not url:
+            raise ConfigurationError(
+                "The openai-compatible LLM provider needs the server's URL: set PLAN_CASCADE_LLM_BASE_URL."
+            )
+        if not chosen_model:
+            raise ConfigurationError(
+                "The openai-compatible LLM provider needs a model name: set PLAN_CASCADE_LLM_MODEL."
+            )
+    if name == "ollama":
+        api_key = "ollama"
+    elif name == "openai-compatible":
+        api_key = openai_api_key or "not-needed"  # local servers often take any key
+    else:
+        api_key = _require(openai_api_key, "OPENAI_API_KEY", name)
+    assert chosen_model is not None
+    return OpenAILLM(
+        model=chosen_model,
+        api_key=api_key,
+        base_url=url,
+        provider=name,
+        timeout=timeout,
+        prices=prices,
+        http_client=http_client,
+    )
