@@ -1,0 +1,325 @@
+"""The plan's state machine and its canonical state: pure, no I/O.
+
+The state travels in a hidden marker block inside the plan comment (GitHub is the
+source of truth, STYLE §4) and is cached in the database; `encode_state` /
+`decode_state` move it in and out of a comment body.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import zlib
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from bot.errors import StateError
+from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
+
+
+class PlanStatus(StrEnum):
+    """Where a plan is in its life."""
+
+    DRAFT = "draft"
+    AWAITING_APPROVAL = "awaiting_approval"
+    APPROVED = "approved"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+S = PlanStatus
+TRANSITIONS: dict[PlanStatus, set[PlanStatus]] = {
+    S.DRAFT: {S.AWAITING_APPROVAL, S.CANCELLED},
+    S.AWAITING_APPROVAL: {S.AWAITING_APPROVAL, S.APPROVED, S.CANCELLED},
+    S.APPROVED: {S.AWAITING_APPROVAL, S.RUNNING, S.CANCELLED},
+    S.RUNNING: {S.RUNNING, S.AWAITING_APPROVAL, S.PAUSED, S.COMPLETED, S.FAILED, S.CANCELLED},
+    S.PAUSED: {S.RUNNING, S.AWAITING_APPROVAL, S.CANCELLED},
+    S.FAILED: {S.RUNNING, S.AWAITING_APPROVAL, S.COMPLETED, S.CANCELLED},
+    S.COMPLETED: set(),
+    S.CANCELLED: {S.AWAITING_APPROVAL},
+}
+TERMINAL = {S.COMPLETED, S.CANCELLED}
+
+
+class StoryStatus(StrEnum):
+    """Where a story is in its life."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class Approval(BaseModel):
+    """Who approved which revision, when and how, and what it covers."""
+
+    user: str = Field(description="GitHub login of the approver.")
+    at: datetime = Field(description="When the approval was seen.")
+    via: Literal["reaction", "command", "review"] = Field(description="How the approval was given.")
+    plan_hash: str = Field(description="The plan revision hash the approval binds to.")
+    scope: list[str] = Field(default_factory=list, description="Story ids approved; empty means all.")
+
+
+class StoryState(BaseModel):
+    """Execution record of one story."""
+
+    status: StoryStatus = StoryStatus.PENDING
+    attempts: int = 0
+    branch: str | None = None
+    commit: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    tokens: int = 0
+    cost_usd: float = 0.0
+    reason: str | None = Field(default=None, description="Why the story failed or was skipped.")
+    gates: dict[str, str] = Field(default_factory=dict, description="Gate name → last conclusion.")
+    check_runs: dict[str, int] = Field(default_factory=dict, description="Gate name → check run id.")
+    summary: str | None = Field(default=None, description="What the agent says it did.")
+
+
+class BatchState(BaseModel):
+    """Publishing record of one batch."""
+
+    number: int
+    branch: str | None = None
+    pr_number: int | None = None
+    pr_url: str | None = None
+    head_sha: str | None = None
+    merged: bool = False
+
+
+class PlanState(BaseModel):
+    """Everything needed to resume a plan, carried in the plan comment."""
+
+    format: int = Field(default=1, description="Version of this state format.")
+    repo: str = Field(description="owner/name.")
+    issue: int = Field(description="The issue the plan belongs to.")
+    status: PlanStatus = PlanStatus.AWAITING_APPROVAL
+    revision: int = Field(default=1, description="1 for the first plan, +1 per revise.")
+    plan_hash: str = Field(description="sha256 of the PRD's canonical JSON.")
+    prd: PRD
+    approvals: list[Approval] = Field(default_factory=list)
+    required_approvals: int = 1
+    approved_scope: list[str] = Field(default_factory=list, description="Story ids allowed to run.")
+    stories: dict[str, StoryState] = Field(default_factory=dict)
+    batches: list[BatchState] = Field(default_factory=list)
+    planning_tokens: int = 0
+    planning_cost_usd: float = 0.0
+    changelog: list[str] = Field(default_factory=list, description="What the last revise changed.")
+    warnings: list[str] = Field(default_factory=list)
+    perspectives: dict[str, str] = Field(default_factory=dict, description="Planning perspectives.")
+    source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm"
+    plan_pr: int | None = None
+    note: str | None = Field(default=None, description="A one-line status note shown in the comment.")
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        """`owner/repo#issue`."""
+        return f"{self.repo}#{self.issue}"
+
+    def batches_ids(self) -> list[list[str]]:
+        """The dependency batches of the current PRD."""
+        return compute_batches(self.prd)
+
+    def current_approvals(self) -> list[Approval]:
+        """Approvals that bind to the current revision (older ones are stale)."""
+        return [a for a in self.approvals if a.plan_hash == self.plan_hash]
+
+
+# -- transitions --------------------------------------------------------------------
+def transition(state: PlanState, to: PlanStatus, *, at: datetime, note: str | None = None) -> PlanState:
+    """A copy of `state` in status `to`; StateError when the move is not allowed."""
+    if to not in TRANSITIONS[state.status]:
+        raise StateError(f"a plan that is {state.status.value.replace('_', ' ')} cannot become "
+                         f"{to.value.replace('_', ' ')}")
+    return state.model_copy(update={"status": to, "updated_at": at, "note": note})
+
+
+def new_plan(
+    *,
+    repo: str,
+    issue: int,
+    prd: PRD,
+    at: datetime,
+    required_approvals: int = 1,
+    source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm",
+) -> PlanState:
+    """A fresh plan awaiting approval."""
+    return PlanState(
+        repo=repo,
+        issue=issue,
+        prd=prd,
+        plan_hash=revision_hash(prd),
+        required_approvals=required_approvals,
+        stories={s.id: StoryState() for s in prd.stories},
+        batches=[BatchState(number=i + 1) for i in range(len(compute_batches(prd)))],
+        source=source,
+        created_at=at,
+        updated_at=at,
+    )
+
+
+def revise(
+    state: PlanState,
+    prd: PRD,
+    *,
+    at: datetime,
+    changelog: list[str],
+    source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm",
+) -> PlanState:
+    """A new revision awaiting approval; every earlier approval becomes stale."""
+    if state.status == PlanStatus.RUNNING:
+        raise StateError("the plan is running: `/plan-cascade cancel` it before revising")
+    if state.status == PlanStatus.COMPLETED:
+        raise StateError("the plan is completed: label the issue again or comment `/plan-cascade plan` "
+                         "to start a new one")
+    moved = transition(state, PlanStatus.AWAITING_APPROVAL, at=at) if state.status != S.DRAFT else state
+    kept = {sid: st for sid, st in state.stories.items() if st.status == StoryStatus.PASSED}
+    stories = {s.id: kept.get(s.id, StoryState()) for s in prd.stories}
+    return moved.model_copy(
+        update={
+            "prd": prd,
+            "plan_hash": revision_hash(prd),
+            "revision": state.revision + 1,
+            "approved_scope": [],
+            "stories": stories,
+            "batches": [BatchState(number=i + 1) for i in range(len(compute_batches(prd)))],
+            "changelog": changelog,
+            "source": source,
+            "status": PlanStatus.AWAITING_APPROVAL,
+        }
+    )
+
+
+def scope_for(state: PlanState, *, batch: int | None = None, story_ids: list[str] | None = None) -> list[str]:
+    """Story ids an approval covers: a batch, some stories (with their dependencies), or all."""
+    batches = state.batches_ids()
+    if batch is not None:
+        if not 1 <= batch <= len(batches):
+            raise StateError(f"there is no batch {batch}: the plan has {len(batches)} batches")
+        ids: set[str] = set()
+        for b in batches[:batch]:
+            ids.update(b)
+        return [s.id for s in state.prd.stories if s.id in ids]
+    if story_ids:
+        known = {s.id for s in state.prd.stories}
+        unknown = [s for s in story_ids if s not in known]
+        if unknown:
+            raise StateError(f"unknown stories: {', '.join(unknown)}")
+        wanted = set(story_ids)
+        for sid in story_ids:
+            wanted |= _dependencies(state.prd, sid)
+        return [s.id for s in state.prd.stories if s.id in wanted]
+    return [s.id for s in state.prd.stories]
+
+
+def _dependencies(prd: PRD, story_id: str) -> set[str]:
+    deps: set[str] = set()
+    todo = [story_id]
+    while todo:
+        for dep in prd.story(todo.pop()).depends_on:
+            if dep not in deps:
+                deps.add(dep)
+                todo.append(dep)
+    return deps
+
+
+def add_approval(state: PlanState, approval: Approval) -> tuple[PlanState, str]:
+    """Record an approval; returns the new state and what happened, for the reply.
+
+    Only approvals of the current revision count; one per user; the plan becomes
+    approved when `required_approvals` distinct users approved.
+    """
+    if approval.plan_hash != state.plan_hash:
+        raise StateError(
+            f"that approval is for an older revision ({approval.plan_hash[:12]}); the current plan is "
+            f"revision {state.revision} ({state.plan_hash[:12]}): review it and approve again"
+        )
+    if state.status not in (PlanStatus.AWAITING_APPROVAL, PlanStatus.APPROVED, PlanStatus.PAUSED):
+        raise StateError(f"the plan is {state.status.value.replace('_', ' ')}: there is nothing to approve")
+    if state.status == PlanStatus.APPROVED and set(approval.scope or scope_for(state)) <= set(
+        state.approved_scope
+    ):
+        return state, "already approved"
+    others = [a for a in state.approvals if not (a.user == approval.user and a.plan_hash == approval.plan_hash)]
+    approvals = [*others, approval]
+    new = state.model_copy(update={"approvals": approvals})
+    current = new.current_approvals()
+    if len({a.user for a in current}) < state.required_approvals:
+        need = state.required_approvals - len({a.user for a in current})
+        return new, f"approval recorded; {need} more needed"
+    scope: set[str] = set(state.approved_scope)
+    for a in current:
+        scope |= set(a.scope or scope_for(state))
+    ordered = [s.id for s in state.prd.stories if s.id in scope]
+    new = new.model_copy(update={"approved_scope": ordered})
+    if state.status == PlanStatus.PAUSED:
+        return new, "approved"
+    return transition(new, PlanStatus.APPROVED, at=approval.at), "approved"
+
+
+def skip_dependents(state: PlanState, failed_id: str, *, at: datetime) -> PlanState:
+    """Mark every story that depends on `failed_id` (directly or not) as skipped."""
+    stories = dict(state.stories)
+    for sid in sorted(transitive_dependents(state.prd, failed_id)):
+        if stories[sid].status in (StoryStatus.PENDING, StoryStatus.RUNNING):
+            stories[sid] = stories[sid].model_copy(
+                update={"status": StoryStatus.SKIPPED, "reason": f"depends on {failed_id}, which failed"}
+            )
+    return state.model_copy(update={"stories": stories, "updated_at": at})
+
+
+def update_story(state: PlanState, story_id: str, **changes: object) -> PlanState:
+    """A copy with one story's record changed."""
+    stories = dict(state.stories)
+    stories[story_id] = stories.get(story_id, StoryState()).model_copy(update=changes)
+    return state.model_copy(update={"stories": stories})
+
+
+def totals(state: PlanState) -> tuple[int, float]:
+    """Tokens and cost so far: planning plus every story."""
+    tokens = state.planning_tokens + sum(s.tokens for s in state.stories.values())
+    cost = state.planning_cost_usd + sum(s.cost_usd for s in state.stories.values())
+    return tokens, cost
+
+
+# -- the hidden block -----------------------------------------------------------------
+STATE_MARKER = "plan-cascade:state"
+PLAN_MARKER = "<!-- plan-cascade:plan -->"
+_BLOCK = re.compile(r"<!--\s*plan-cascade:state v(\d+)\s+([A-Za-z0-9+/=\s]+?)\s*-->")
+
+
+def encode_state(state: PlanState) -> str:
+    """The state as a hidden HTML comment: zlib-compressed JSON in base64."""
+    raw = json.dumps(state.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
+    packed = base64.b64encode(zlib.compress(raw.encode(), 9)).decode()
+    return f"<!-- {STATE_MARKER} v1 {packed} -->"
+
+
+def decode_state(body: str) -> PlanState | None:
+    """The state carried by a comment body, or None when it has none or it is unreadable."""
+    match = _BLOCK.search(body or "")
+    if not match or match.group(1) != "1":
+        return None
+    try:
+        raw = zlib.decompress(base64.b64decode("".join(match.group(2).split()), validate=True))
+        return PlanState.model_validate_json(raw)
+    except (binascii.Error, zlib.error, ValueError, ValidationError):
+        return None
+
+
+def is_plan_comment(body: str | None) -> bool:
+    """Whether a comment is a Plan Cascade plan comment."""
+    return bool(body) and PLAN_MARKER in body  # type: ignore[operator]
