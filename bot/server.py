@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI
@@ -23,7 +24,7 @@ from bot.worker import JobKinds, WorkerPool
 
 log = logging.getLogger(__name__)
 
-BackgroundTask = Callable[[Services, asyncio.Event], Awaitable[None]]
+BackgroundTask = Callable[[Services, asyncio.Event], Coroutine[Any, Any, None]]
 
 
 @dataclass

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from githubkit.webhooks import verify
-from sqlalchemy.exc import IntegrityError
 
 from bot.db.engine import Database
-from bot.db.models import Delivery
+from bot.db.intake import DeliveryRecord, DeliveryWriter
+from bot.db.models import Job
 from bot.db.queue import new_job, utcnow
 from bot.log import log_context
 from bot.metrics import Metrics
@@ -40,6 +40,10 @@ class Intake:
     metrics: Metrics
     max_attempts: int = 5
     wake: Any = None  # an asyncio.Event set after each enqueue, to wake in-process workers
+    writer: DeliveryWriter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.writer = DeliveryWriter(self.db)
 
 
 def _answer(status: int, message: str, **extra: Any) -> JSONResponse:
@@ -118,30 +122,20 @@ async def _receive(
     handled = intake.router.handles(event_name, event.action)
     outcome = "accepted" if handled else "ignored"
     now = utcnow()
-    try:
-        async with intake.db.write() as session:
-            session.add(
-                Delivery(
-                    id=delivery_id,
-                    event=event_name,
-                    action=event.action,
-                    target=event.target,
-                    outcome=outcome,
-                    received_at=now,
-                )
-            )
-            if handled:
-                session.add(
-                    new_job(
-                        kind=WEBHOOK_JOB,
-                        group_key=event.group_key,
-                        payload={"event": event_name, "delivery_id": delivery_id, "payload": payload},
-                        delivery_id=delivery_id,
-                        max_attempts=intake.max_attempts,
-                        now=now,
-                    )
-                )
-    except IntegrityError:
+    job = None
+    if handled:
+        row = new_job(
+            kind=WEBHOOK_JOB,
+            group_key=event.group_key,
+            payload={"event": event_name, "delivery_id": delivery_id, "payload": payload},
+            delivery_id=delivery_id,
+            max_attempts=intake.max_attempts,
+            now=now,
+        )
+        job = {c.name: getattr(row, c.name) for c in Job.__table__.columns if c.name != "id"}
+    record = DeliveryRecord(id=delivery_id, event=event_name, action=event.action, target=event.target,
+                            outcome=outcome, received_at=now, job=job)
+    if not await intake.writer.submit(record):
         deliveries.labels(event_name, "duplicate").inc()
         log.info("delivery %s seen before: not processed again", delivery_id)
         return _answer(200, "duplicate delivery: already accepted", delivery=delivery_id)

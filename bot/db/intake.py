@@ -1,0 +1,85 @@
+"""Group commit for webhook deliveries.
+
+Each accepted delivery needs a delivery row and a job row written atomically. Under a
+burst, committing per request serialises everything on SQLite's single writer; here
+concurrent requests are written together in one transaction (one fsync) instead, and
+each request still learns whether its delivery was new or a redelivery, through
+`INSERT … ON CONFLICT DO NOTHING RETURNING id`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert
+
+from bot.db.engine import Database
+from bot.db.models import Delivery, Job
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """What to write for one delivery; `job` is None for events nobody handles."""
+
+    id: str
+    event: str
+    action: str | None
+    target: str | None
+    outcome: str
+    received_at: datetime
+    job: dict[str, Any] | None
+
+
+class DeliveryWriter:
+    """Writes delivery+job pairs in batches; `submit` answers True (new) or False (seen before)."""
+
+    def __init__(self, db: Database, *, max_batch: int = 500) -> None:
+        self.db = db
+        self.max_batch = max_batch
+        self._pending: list[tuple[DeliveryRecord, asyncio.Future[bool]]] = []
+        self._lock = asyncio.Lock()
+
+    async def submit(self, record: DeliveryRecord) -> bool:
+        """Write the record (with others waiting at the same time); True unless a duplicate."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append((record, future))
+        async with self._lock:
+            if not future.done():
+                batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+                try:
+                    fresh = await self._write([r for r, _ in batch])
+                except BaseException as exc:
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    raise
+                for rec, fut in batch:
+                    if not fut.done():
+                        fut.set_result(rec.id in fresh and fresh.pop(rec.id) is None)
+        return await future
+
+    async def _write(self, records: list[DeliveryRecord]) -> dict[str, None]:
+        """Insert the batch; returns the ids that were new (each id maps to None once)."""
+        unique: dict[str, DeliveryRecord] = {}
+        for rec in records:
+            unique.setdefault(rec.id, rec)
+        rows = [
+            {"id": r.id, "event": r.event, "action": r.action, "target": r.target,
+             "outcome": r.outcome, "received_at": r.received_at}
+            for r in unique.values()
+        ]
+        if self.db.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
+        stmt = dialect_insert(Delivery).on_conflict_do_nothing(index_elements=["id"]).returning(Delivery.id)
+        async with self.db.write() as session:
+            result = await session.execute(stmt, rows)
+            fresh = {row[0] for row in result.all()}
+            jobs: list[dict[str, Any]] = [job for i in fresh if (job := unique[i].job) is not None]
+            if jobs:
+                await session.execute(insert(Job), jobs)
+        return {i: None for i in fresh}
