@@ -1,0 +1,172 @@
+"""What Plan Cascade reads from GitHub: small, lenient models built from REST JSON.
+
+Each model keeps only the fields we use and ignores the rest, so a new field or an
+odd payload from GitHub (or GitHub Enterprise Server) does not break us. `from_api`
+maps GitHub's nested shapes (``user.login``, ``head.ref``) onto flat fields.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+def _login(data: dict[str, Any], key: str = "user") -> str:
+    user = data.get(key) or {}
+    return str(user.get("login") or "")
+
+
+class Comment(_Lenient):
+    """An issue or pull-request conversation comment."""
+
+    id: int = Field(description="GitHub's comment id.")
+    body: str = Field(default="", description="Markdown body; empty when GitHub sends none.")
+    user_login: str = Field(default="", description="Login of the author.")
+    user_type: str = Field(default="User", description="`User`, `Bot` or `Organization`.")
+    html_url: str = Field(default="", description="Link to the comment on github.com.")
+    created_at: datetime | None = Field(default=None, description="When the comment was written.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Comment:
+        user = data.get("user") or {}
+        return cls(
+            id=data["id"],
+            body=data.get("body") or "",
+            user_login=user.get("login") or "",
+            user_type=user.get("type") or "User",
+            html_url=data.get("html_url") or "",
+            created_at=data.get("created_at"),
+        )
+
+
+class Reaction(_Lenient):
+    """One emoji reaction (`+1`, `-1`, `laugh`, `confused`, `heart`, `hooray`, `rocket`, `eyes`)."""
+
+    id: int = Field(description="GitHub's reaction id.")
+    content: str = Field(description="The reaction's name, e.g. `+1`.")
+    user_login: str = Field(default="", description="Login of who reacted.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Reaction:
+        return cls(id=data["id"], content=data["content"], user_login=_login(data))
+
+
+class ReactionsPage(_Lenient):
+    """The reactions on a comment, or None when GitHub answered 304 Not Modified."""
+
+    reactions: list[Reaction] | None = Field(description="All reactions; None when unchanged (304).")
+    etag: str | None = Field(default=None, description="ETag to send as If-None-Match next time.")
+
+
+class Issue(_Lenient):
+    """An issue (or a pull request seen through the issues API)."""
+
+    number: int = Field(description="Issue number in its repository.")
+    title: str = Field(default="", description="Issue title.")
+    body: str = Field(default="", description="Markdown body; empty when GitHub sends none.")
+    state: str = Field(default="open", description="`open` or `closed`.")
+    labels: list[str] = Field(default_factory=list, description="Names of the labels on the issue.")
+    user_login: str = Field(default="", description="Login of the author.")
+    is_pull_request: bool = Field(default=False, description="True when this issue is a pull request.")
+    html_url: str = Field(default="", description="Link to the issue on github.com.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Issue:
+        labels = [
+            lab if isinstance(lab, str) else str(lab.get("name", "")) for lab in data.get("labels") or []
+        ]
+        return cls(
+            number=data["number"],
+            title=data.get("title") or "",
+            body=data.get("body") or "",
+            state=data.get("state") or "open",
+            labels=labels,
+            user_login=_login(data),
+            is_pull_request=data.get("pull_request") is not None,
+            html_url=data.get("html_url") or "",
+        )
+
+
+class PullRequest(_Lenient):
+    """A pull request."""
+
+    number: int = Field(description="Pull request number.")
+    html_url: str = Field(default="", description="Link to the pull request on github.com.")
+    state: str = Field(default="open", description="`open` or `closed`.")
+    draft: bool = Field(default=False, description="True while the pull request is a draft.")
+    merged: bool = Field(default=False, description="True once merged.")
+    head_ref: str = Field(default="", description="Branch the changes come from.")
+    head_sha: str = Field(default="", description="Commit at the tip of the head branch.")
+    base_ref: str = Field(default="", description="Branch the changes go into.")
+    body: str = Field(default="", description="Markdown body; empty when GitHub sends none.")
+    title: str = Field(default="", description="Pull request title.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> PullRequest:
+        head = data.get("head") or {}
+        base = data.get("base") or {}
+        # The list endpoint has no `merged`; `merged_at` is set on both.
+        merged = bool(data.get("merged")) or data.get("merged_at") is not None
+        return cls(
+            number=data["number"],
+            html_url=data.get("html_url") or "",
+            state=data.get("state") or "open",
+            draft=bool(data.get("draft")),
+            merged=merged,
+            head_ref=head.get("ref") or "",
+            head_sha=head.get("sha") or "",
+            base_ref=base.get("ref") or "",
+            body=data.get("body") or "",
+            title=data.get("title") or "",
+        )
+
+
+class CheckRun(_Lenient):
+    """A check run on a commit."""
+
+    id: int = Field(description="GitHub's check run id.")
+    name: str = Field(description="Check name shown in the checks tab.")
+    head_sha: str = Field(default="", description="Commit the check run belongs to.")
+    status: str = Field(default="queued", description="`queued`, `in_progress` or `completed`.")
+    conclusion: str | None = Field(default=None, description="Set once completed, e.g. `success`.")
+    external_id: str | None = Field(default=None, description="Our own reference for the run.")
+    html_url: str | None = Field(default=None, description="Link to the run on github.com.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> CheckRun:
+        return cls.model_validate(data)
+
+
+class Repository(_Lenient):
+    """A repository."""
+
+    full_name: str = Field(description="`owner/name`.")
+    default_branch: str = Field(default="main", description="Branch new work starts from.")
+    clone_url: str = Field(default="", description="HTTPS URL for git clone.")
+    html_url: str = Field(default="", description="Link to the repository on github.com.")
+    private: bool = Field(default=False, description="True for private or internal repositories.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Repository:
+        return cls.model_validate(data)
+
+
+class ReviewComment(_Lenient):
+    """A comment left on a line of a pull request's diff."""
+
+    path: str = Field(description="File the comment is on.")
+    line: int | None = Field(default=None, description="Line in the new file; None when outdated.")
+    body: str = Field(default="", description="Markdown body.")
+    user_login: str = Field(default="", description="Login of the reviewer.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> ReviewComment:
+        return cls(
+            path=data["path"], line=data.get("line"), body=data.get("body") or "", user_login=_login(data)
+        )

@@ -1,0 +1,143 @@
+"""The GitHub port: the only way the rest of Plan Cascade talks to GitHub.
+
+Every method is async and takes the repository as ``repo="owner/name"`` first. Failures
+raise :class:`bot.errors.GitHubError` (``status`` holds GitHub's HTTP status) or its
+subclass :class:`bot.errors.NotFound`; "absent" answers that callers expect (no such file,
+no pull request for a branch, no permission) come back as ``None`` / ``"none"`` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from bot.github.models import (
+    CheckRun,
+    Comment,
+    Issue,
+    PullRequest,
+    Reaction,
+    ReactionsPage,
+    Repository,
+    ReviewComment,
+)
+
+Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
+"""A user's role on a repository, strongest first."""
+
+PERMISSIONS: tuple[Permission, ...] = ("admin", "maintain", "write", "triage", "read", "none")
+
+
+class GitHubPort(Protocol):
+    """What Plan Cascade needs from GitHub's REST API."""
+
+    async def get_repository(self, repo: str) -> Repository: ...
+
+    # Issues and comments
+    async def get_issue(self, repo: str, number: int) -> Issue: ...
+
+    async def list_issues(
+        self, repo: str, *, labels: Sequence[str] = (), state: str = "open"
+    ) -> list[Issue]: ...
+
+    async def create_issue(
+        self, repo: str, *, title: str, body: str, labels: Sequence[str] = ()
+    ) -> Issue: ...
+
+    async def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> None: ...
+
+    async def list_issue_comments(self, repo: str, number: int) -> list[Comment]: ...
+
+    async def get_issue_comment(self, repo: str, comment_id: int) -> Comment: ...
+
+    async def create_issue_comment(self, repo: str, number: int, *, body: str) -> Comment: ...
+
+    async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment: ...
+
+    # Reactions
+    async def add_issue_reaction(self, repo: str, number: int, content: str) -> Reaction: ...
+
+    async def add_comment_reaction(self, repo: str, comment_id: int, content: str) -> Reaction: ...
+
+    async def list_comment_reactions(
+        self, repo: str, comment_id: int, *, etag: str | None = None
+    ) -> ReactionsPage: ...
+
+    # Trust and content
+    async def get_permission(self, repo: str, username: str) -> Permission: ...
+
+    async def get_file_text(self, repo: str, path: str, *, ref: str | None = None) -> str | None: ...
+
+    # Checks
+    async def create_check_run(
+        self,
+        repo: str,
+        *,
+        name: str,
+        head_sha: str,
+        status: str | None = None,
+        conclusion: str | None = None,
+        external_id: str | None = None,
+        details_url: str | None = None,
+        output: Mapping[str, Any] | None = None,
+        actions: Sequence[Mapping[str, str]] | None = None,
+    ) -> CheckRun: ...
+
+    async def update_check_run(
+        self,
+        repo: str,
+        check_run_id: int,
+        *,
+        status: str | None = None,
+        conclusion: str | None = None,
+        external_id: str | None = None,
+        details_url: str | None = None,
+        output: Mapping[str, Any] | None = None,
+        actions: Sequence[Mapping[str, str]] | None = None,
+    ) -> CheckRun: ...
+
+    async def list_check_runs_for_ref(
+        self, repo: str, ref: str, *, check_name: str | None = None
+    ) -> list[CheckRun]: ...
+
+    # Pull requests
+    async def find_pull_request(
+        self, repo: str, head_branch: str, *, state: str = "all"
+    ) -> PullRequest | None: ...
+
+    async def get_pull_request(self, repo: str, number: int) -> PullRequest: ...
+
+    async def create_pull_request(
+        self, repo: str, *, title: str, body: str, head: str, base: str, draft: bool = False
+    ) -> PullRequest: ...
+
+    async def update_pull_request(
+        self,
+        repo: str,
+        number: int,
+        *,
+        title: str | None = None,
+        body: str | None = None,
+        base: str | None = None,
+        state: str | None = None,
+    ) -> PullRequest: ...
+
+    async def request_reviewers(
+        self,
+        repo: str,
+        number: int,
+        *,
+        reviewers: Sequence[str] = (),
+        team_reviewers: Sequence[str] = (),
+    ) -> None: ...
+
+    async def list_review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewComment]: ...
+
+    # Actions and identity
+    async def create_workflow_dispatch(
+        self, repo: str, workflow_id: str | int, *, ref: str, inputs: Mapping[str, str] | None = None
+    ) -> None: ...
+
+    async def get_app_slug(self) -> str | None: ...
+
+    async def git_token(self) -> str | None: ...

@@ -1,0 +1,314 @@
+"""`FakeGitHub`: an in-memory GitHub REST API as an ASGI app, recording every request.
+
+Use it in-process (``httpx.ASGITransport(app=fake.app)``, see :meth:`FakeGitHub.transport`)
+or serve it over real HTTP on 127.0.0.1 with :func:`serve` (uvicorn). Unknown routes answer
+404 with GitHub's error shape, or raise :class:`UnexpectedRequest` when ``strict=True``.
+Responses carry every field githubkit's models require for the endpoints served.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+import httpx
+import jwt
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from bot.testing import fake_github_json as j
+from bot.testing import fake_github_model as m
+from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_body
+from bot.testing.fake_github_routes import route_table
+
+Handler = Callable[[Request, Any], Response]
+T = TypeVar("T")
+
+
+class UnexpectedRequest(AssertionError):
+    """A strict FakeGitHub received a request it does not serve."""
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    json: Any
+    at: float
+    """When it arrived, on the fake's `clock`."""
+
+
+@dataclass
+class _Fault:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+    times: int
+
+
+@dataclass
+class FakeGitHub:
+    """In-memory GitHub. Helpers below set state; `requests` records what clients sent."""
+
+    api_url: str = "http://github.test"
+    html_url: str = "http://github.test"
+    strict: bool = False
+    app_id: int = 1
+    app_slug: str = "plan-cascade"
+    app_public_key: str | None = None
+    """PEM; when set, App endpoints demand a valid RS256 JWT issued by `app_id`."""
+    require_auth: bool = False
+    """When True, repository endpoints demand a token from `valid_tokens`."""
+    valid_tokens: set[str] = field(default_factory=set)
+    actor: str = ""
+    """Login that authors what clients create; defaults to `<app_slug>[bot]`."""
+    repos: dict[str, m.FakeRepo] = field(default_factory=dict)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    issued_tokens: dict[str, int] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    """Stamps `RecordedRequest.at`; tests pass their fake clock."""
+
+    def __post_init__(self) -> None:
+        self.actor = self.actor or f"{self.app_slug}[bot]"
+        self.urls = m.Urls(api=self.api_url.rstrip("/"), html=self.html_url.rstrip("/"))
+        self._ids = itertools.count(1001)
+        self._user_ids: dict[str, int] = {}
+        self._faults: list[_Fault] = []
+        prefix = httpx.URL(self.urls.api).path.rstrip("/")
+        routes = self._routes()
+        catch_all = Route("/{rest:path}", self._wrap(self._unknown), methods=_ALL_METHODS)
+        routes.append(catch_all)
+        self.app = Starlette(routes=[Mount(prefix, routes=routes), catch_all] if prefix else routes)
+
+    # ----- test helpers -------------------------------------------------------------------
+    def transport(self) -> httpx.ASGITransport:
+        """An httpx async transport that serves requests from this fake, in-process."""
+        return httpx.ASGITransport(app=self.app)
+
+    def add_repo(
+        self, full_name: str, *, default_branch: str = "main", clone_url: str = "", private: bool = False
+    ) -> m.FakeRepo:
+        owner, name = full_name.split("/")
+        repo = m.FakeRepo(next(self._ids), owner, name, default_branch, clone_url, private)
+        repo.permissions[owner] = "admin"
+        self.repos[full_name] = repo
+        return repo
+
+    def repo(self, full_name: str) -> m.FakeRepo:
+        return self.repos[full_name]
+
+    def set_permission(self, repo: str, login: str, role: str) -> None:
+        if role not in LEGACY_PERMISSION:
+            raise ValueError(f"unknown role {role!r}")
+        self.repos[repo].permissions[login] = role
+
+    def set_file(self, repo: str, path: str, text: str, *, ref: str | None = None) -> None:
+        fake = self.repos[repo]
+        fake.files.setdefault(ref or fake.default_branch, {})[path] = text
+
+    def add_issue(
+        self, repo: str, *, title: str, body: str = "", user: str = "octocat", labels: list[str] | None = None
+    ) -> m.FakeIssue:
+        fake = self.repos[repo]
+        issue = m.FakeIssue(self._next_number(fake), title, body, user, list(labels or []))
+        fake.issues[issue.number] = issue
+        return issue
+
+    def add_comment(self, repo: str, number: int, *, body: str, user: str = "octocat") -> m.FakeComment:
+        fake = self.repos[repo]
+        association = "OWNER" if user == fake.owner else "NONE"
+        comment = m.FakeComment(next(self._ids), number, body, user, author_association=association)
+        fake.comments[comment.id] = comment
+        return comment
+
+    def add_reaction(self, repo: str, comment_id: int, login: str, content: str) -> m.FakeReaction:
+        reaction = m.FakeReaction(next(self._ids), content, login)
+        self.repos[repo].comment_reactions.setdefault(comment_id, []).append(reaction)
+        return reaction
+
+    def add_pull(
+        self,
+        repo: str,
+        *,
+        head: str,
+        base: str = "main",
+        title: str = "A change",
+        body: str = "",
+        user: str = "",
+    ) -> m.FakePull:
+        fake = self.repos[repo]
+        issue = m.FakeIssue(self._next_number(fake), title, body, user or self.actor, is_pull=True)
+        fake.issues[issue.number] = issue
+        pull = m.FakePull(issue.number, head, m.sha_of(head), base)
+        fake.pulls[pull.number] = pull
+        return pull
+
+    def merge_pull(self, repo: str, number: int) -> None:
+        fake = self.repos[repo]
+        fake.pulls[number].merged, fake.pulls[number].merged_at = True, m.now_iso()
+        fake.issues[number].state, fake.issues[number].closed_at = "closed", m.now_iso()
+
+    def add_review_comment(
+        self, repo: str, number: int, *, review_id: int, path: str, line: int | None, body: str, user: str
+    ) -> m.FakeReviewComment:
+        comment = m.FakeReviewComment(next(self._ids), number, review_id, path, line, body, user)
+        self.repos[repo].review_comments.append(comment)
+        return comment
+
+    def comments(self, repo: str, number: int) -> list[m.FakeComment]:
+        return [c for c in self.repos[repo].comments.values() if c.issue_number == number]
+
+    def fail_next(
+        self,
+        method: str,
+        path: str,
+        *,
+        status: int,
+        message: str = "Forced failure",
+        headers: dict[str, str] | None = None,
+        times: int = 1,
+    ) -> None:
+        """Answer the next `times` requests whose path fully matches regex `path` with `status`."""
+        body = error_body(status, message)
+        self._faults.append(_Fault(method.upper(), re.compile(path), status, body, headers or {}, times))
+
+    def requests_to(self, method: str, path: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == method.upper() and re.fullmatch(path, r.path)]
+
+    # ----- plumbing -----------------------------------------------------------------------
+    def _next_number(self, repo: m.FakeRepo) -> int:
+        return max(repo.issues, default=0) + 1
+
+    def _user(self, login: str) -> dict[str, Any]:
+        user_id = self._user_ids.setdefault(login, 5000 + len(self._user_ids))
+        return j.user_json(self.urls, login, user_id)
+
+    def _app(self) -> dict[str, Any]:
+        return j.app_json(self.urls, app_id=self.app_id, slug=self.app_slug, owner=self._user("octo-org"))
+
+    def _wrap(self, handler: Handler) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            raw = await request.body()
+            try:
+                data = json.loads(raw) if raw else None
+            except ValueError:
+                data = None
+            path = request.url.path
+            self.requests.append(
+                RecordedRequest(
+                    request.method,
+                    path,
+                    dict(request.query_params),
+                    dict(request.headers),
+                    data,
+                    self.clock(),
+                )
+            )
+            for fault in self._faults:
+                if fault.times > 0 and fault.method == request.method and fault.path.fullmatch(path):
+                    fault.times -= 1
+                    return JSONResponse(fault.body, fault.status, headers=fault.headers)
+            try:
+                self._authorize(request)
+                return handler(request, data)
+            except HttpError as exc:
+                return JSONResponse(error_body(exc.status, exc.message, exc.errors), exc.status)
+
+        return endpoint
+
+    def _authorize(self, request: Request) -> None:
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        route = request.url.path.removeprefix(httpx.URL(self.urls.api).path.rstrip("/"))
+        if route.startswith("/app") and not route.startswith("/apps"):
+            if scheme.lower() != "bearer":
+                raise HttpError(401, "A JSON web token could not be decoded")
+            if self.app_public_key is None:
+                return
+            try:
+                claims = jwt.decode(credential, self.app_public_key, algorithms=["RS256"])
+            except jwt.PyJWTError as exc:
+                raise HttpError(401, f"A JSON web token could not be decoded: {exc}") from exc
+            if str(claims.get("iss")) != str(self.app_id):
+                raise HttpError(401, "'Issuer' claim ('iss') must be the App's id")
+        elif self.require_auth and credential not in self.valid_tokens:
+            raise HttpError(401, "Bad credentials")
+
+    def _repo(self, request: Request) -> m.FakeRepo:
+        full = f"{request.path_params['owner']}/{request.path_params['repo']}"
+        if full not in self.repos:
+            raise HttpError(404, "Not Found")
+        return self.repos[full]
+
+    def _paginate(self, request: Request, items: list[T]) -> tuple[list[T], dict[str, str]]:
+        """This request's page of `items`, and the Link header pointing to the next page."""
+        per_page = min(int(request.query_params.get("per_page", 30)), 100)
+        page = int(request.query_params.get("page", 1))
+        headers = {}
+        if page * per_page < len(items):
+            query = {**request.query_params, "page": str(page + 1)}
+            headers["link"] = f'<{request.url.replace(query=urlencode(query))}>; rel="next"'
+        return items[(page - 1) * per_page : page * per_page], headers
+
+    def _page(self, request: Request, items: list[dict[str, Any]], **headers: str) -> JSONResponse:
+        chunk, link = self._paginate(request, items)
+        return JSONResponse(chunk, headers={**headers, **link})
+
+    def _unknown(self, request: Request, data: Any) -> Response:
+        self.unexpected.append(f"{request.method} {request.url.path}")
+        if self.strict:
+            raise UnexpectedRequest(f"FakeGitHub does not serve {request.method} {request.url.path}")
+        raise HttpError(404, "Not Found")
+
+    def _routes(self) -> list[BaseRoute]:
+        return [
+            Route(path, self._wrap(handler), methods=methods) for path, methods, handler in route_table(self)
+        ]
+
+
+_ALL_METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD", "OPTIONS"]
+
+
+@contextmanager
+def serve(fake: FakeGitHub, *, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve `fake` over real HTTP on a free port of `host` (a thread); yield its API base URL.
+
+    The fake's payload URLs are pointed at the live address for the duration.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    prefix = httpx.URL(fake.urls.api).path.rstrip("/")
+    saved = (fake.urls.api, fake.urls.html)
+    fake.urls.api, fake.urls.html = f"http://{host}:{port}{prefix}", f"http://{host}:{port}"
+    server = uvicorn.Server(uvicorn.Config(fake.app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("FakeGitHub server did not start")
+            time.sleep(0.01)
+        yield fake.urls.api
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+        fake.urls.api, fake.urls.html = saved

@@ -1,0 +1,160 @@
+"""State of the fake GitHub: plain dataclass records, plus the bits every part shares."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+LEGACY_PERMISSION = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+    "none": "none",
+}
+REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
+MAX_BODY = 65536
+
+
+class HttpError(Exception):
+    """Raised by handlers: answered with GitHub's error JSON."""
+
+    def __init__(self, status: int, message: str, errors: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.errors = status, message, errors
+
+
+def error_body(status: int, message: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"message": message, "documentation_url": "https://docs.github.com/rest"}
+    if errors:
+        body["errors"] = errors
+    body["status"] = str(status)
+    return body
+
+
+def sha_of(text: str) -> str:
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def now_iso() -> str:
+    """The current time as GitHub writes it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Urls:
+    """Where the fake lives: `api` for REST URLs in payloads, `html` for web links."""
+
+    api: str
+    html: str
+
+
+@dataclass
+class FakeComment:
+    id: int
+    issue_number: int
+    body: str
+    user: str
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    author_association: str = "NONE"
+
+
+@dataclass
+class FakeReaction:
+    id: int
+    content: str
+    user: str
+    created_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class FakeIssue:
+    """An issue; pull requests have one too (`is_pull`), holding title, body, state, labels."""
+
+    number: int
+    title: str
+    body: str | None
+    user: str
+    labels: list[str] = field(default_factory=list)
+    state: str = "open"
+    is_pull: bool = False
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    closed_at: str | None = None
+
+
+@dataclass
+class FakePull:
+    number: int
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    draft: bool = False
+    merged: bool = False
+    merged_at: str | None = None
+    requested_reviewers: list[str] = field(default_factory=list)
+    requested_teams: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FakeCheckRun:
+    id: int
+    name: str
+    head_sha: str
+    status: str = "queued"
+    conclusion: str | None = None
+    external_id: str | None = None
+    details_url: str | None = None
+    output: dict[str, Any] = field(default_factory=dict)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    started_at: str = field(default_factory=now_iso)
+    completed_at: str | None = None
+
+
+@dataclass
+class FakeReviewComment:
+    id: int
+    pull_number: int
+    review_id: int
+    path: str
+    line: int | None
+    body: str
+    user: str
+    created_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class FakeRepo:
+    id: int
+    owner: str
+    name: str
+    default_branch: str = "main"
+    clone_url: str = ""
+    private: bool = False
+    files: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Branch or sha -> path -> text."""
+    permissions: dict[str, str] = field(default_factory=dict)
+    issues: dict[int, FakeIssue] = field(default_factory=dict)
+    pulls: dict[int, FakePull] = field(default_factory=dict)
+    comments: dict[int, FakeComment] = field(default_factory=dict)
+    issue_reactions: dict[int, list[FakeReaction]] = field(default_factory=dict)
+    comment_reactions: dict[int, list[FakeReaction]] = field(default_factory=dict)
+    check_runs: dict[int, FakeCheckRun] = field(default_factory=dict)
+    review_comments: list[FakeReviewComment] = field(default_factory=list)
+    labels: set[str] = field(default_factory=set)
+    dispatches: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+def encode_content(text: str) -> str:
+    """Base64 the way the contents API does: 60-character lines."""
+    encoded = base64.b64encode(text.encode()).decode()
+    return "\n".join(encoded[i : i + 60] for i in range(0, len(encoded), 60)) + "\n"

@@ -1,0 +1,98 @@
+"""The content-creation throttle, on a fake clock, alone and through the port."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from bot.github import Throttle, ThrottleRegistry, token_port
+from bot.testing.fake_github import FakeGitHub
+
+REPO = "octo/widgets"
+
+
+class FakeClock:
+    """A clock that only moves when someone sleeps on it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _max_in_any_minute(times: list[float]) -> int:
+    return max(sum(1 for t in times if start <= t < start + 60) for start in times)
+
+
+async def _admit(throttle: Throttle, clock: FakeClock, calls: int) -> list[float]:
+    times = []
+    for _ in range(calls):
+        await throttle.wait()
+        times.append(clock.now)
+    return times
+
+
+async def test_per_minute_limit_without_interval() -> None:
+    clock = FakeClock()
+    throttle = Throttle(per_minute=80, min_interval=0, clock=clock, sleep=clock.sleep)
+    times = await _admit(throttle, clock, 100)
+    assert times[:80] == [0.0] * 80
+    assert times[80] == 60.0
+    assert _max_in_any_minute(times) == 80
+
+
+async def test_min_interval_spaces_calls() -> None:
+    clock = FakeClock()
+    throttle = Throttle(per_minute=80, min_interval=1.0, clock=clock, sleep=clock.sleep)
+    times = await _admit(throttle, clock, 5)
+    assert times == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+async def test_calls_spread_out_in_time_do_not_wait() -> None:
+    clock = FakeClock()
+    throttle = Throttle(per_minute=2, min_interval=1.0, clock=clock, sleep=clock.sleep)
+    await throttle.wait()
+    clock.now = 100.0
+    assert throttle.delay(clock.now) == 0.0
+    await throttle.wait()
+    assert clock.now == 100.0
+
+
+def test_delay_is_pure_arithmetic() -> None:
+    throttle = Throttle(per_minute=2, min_interval=5.0)
+    assert throttle.delay(0.0) == 0.0
+
+
+def test_per_minute_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="per_minute"):
+        Throttle(per_minute=0)
+
+
+def test_registry_keeps_one_throttle_per_installation() -> None:
+    registry = ThrottleRegistry(lambda: Throttle(per_minute=5))
+    assert registry.get(1) is registry.get(1)
+    assert registry.get(1) is not registry.get(2)
+    assert registry.get(1).per_minute == 5
+
+
+async def test_port_keeps_100_content_calls_under_80_per_minute(fake: FakeGitHub) -> None:
+    clock = FakeClock()
+    fake.clock = clock
+    throttle = Throttle(per_minute=80, min_interval=0.5, clock=clock, sleep=clock.sleep)
+    port = token_port(
+        "t", base_url=fake.api_url, transport=fake.transport(), throttle=throttle, auto_retry=False
+    )
+    issue = fake.add_issue(REPO, title="T")
+    for n in range(100):
+        await port.create_issue_comment(REPO, issue.number, body=f"c{n}")
+    await port.get_issue(REPO, issue.number)  # reads are not throttled
+    posts = [r.at for r in fake.requests_to("POST", rf"/repos/{REPO}/issues/1/comments")]
+    assert len(posts) == 100
+    assert _max_in_any_minute(posts) <= 80
+    assert min(b - a for a, b in itertools.pairwise(posts)) >= 0.5
+    assert fake.requests[-1].at == posts[-1]
