@@ -1,0 +1,171 @@
+"""A bare mirror of one repository, the shared object store of all its worktrees.
+
+Layout: ``<root>/mirrors/<slug>.git``. Remote branches are fetched into
+``refs/remotes/origin/*``; ``refs/heads/*`` holds the branches we build locally and
+push. Use ``origin/<branch>`` as a base ref. For https URLs the installation token
+comes from ``token_provider`` on every network call and travels only through env.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from bot.errors import WorkspaceError
+from bot.workspace.git import GitResult, PushRejected, failure_message, git_env, run_git
+
+TokenProvider = Callable[[], Awaitable[str | None]]
+
+
+def mirror_slug(clone_url: str) -> str:
+    """A filesystem-safe name for ``clone_url``: host and path, credentials dropped."""
+    parts = urlsplit(clone_url)
+    if parts.scheme:
+        raw = f"{parts.hostname or ''}/{parts.path}"
+    else:  # scp-like ssh: git@github.com:owner/repo.git
+        raw = clone_url.split("@", 1)[-1].replace(":", "/", 1)
+    raw = re.sub(r"\.git/?$", "", raw.strip("/"))
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", raw).strip("_.")
+    return slug or "repo"
+
+
+class Mirror:
+    """A bare clone under ``root`` that fetches from and pushes to ``clone_url``."""
+
+    def __init__(
+        self,
+        *,
+        root: Path,
+        clone_url: str,
+        token_provider: TokenProvider | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.clone_url = clone_url
+        self.path = root / "mirrors" / f"{mirror_slug(clone_url)}.git"
+        self._token_provider = token_provider
+        self._base_env = dict(env or {})
+        self._lock = asyncio.Lock()
+
+    def local_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Env for git commands that do not talk to the remote (no token)."""
+        return git_env(base={**self._base_env, **(extra or {})})
+
+    async def remote_env(self) -> dict[str, str]:
+        """Env for git commands that talk to the remote: with the token for https URLs."""
+        token = None
+        if self._token_provider is not None and urlsplit(self.clone_url).scheme == "https":
+            token = await self._token_provider()
+        return git_env(token=token, base=self._base_env)
+
+    async def git(self, *args: str, check: bool = True, remote: bool = False) -> GitResult:
+        """Run git inside the mirror; ``remote`` adds the token for commands that reach the remote."""
+        env = await self.remote_env() if remote else self.local_env()
+        return await run_git(args, cwd=self.path, env=env, check=check)
+
+    def exists(self) -> bool:
+        """True when the bare clone is on disk."""
+        return (self.path / "HEAD").is_file()
+
+    async def ensure(self) -> None:
+        """Clone the mirror if it is missing (idempotent, safe to call concurrently)."""
+        async with self._lock:
+            await self._ensure_locked()
+
+    async def _ensure_locked(self) -> None:
+        if self.exists():
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            env = await self.remote_env()
+            await run_git(
+                ["clone", "--bare", "--", self.clone_url, str(staging)], cwd=self.path.parent, env=env
+            )
+            for key, value in (
+                ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+                ("user.useConfigOnly", "true"),
+            ):
+                await run_git(["config", "--local", key, value], cwd=staging, env=self.local_env())
+            os.rename(staging, self.path)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        await self.git("fetch", "--prune", "origin", remote=True)
+
+    async def fetch(self) -> None:
+        """Clone if needed, then ``git fetch --prune origin`` into ``refs/remotes/origin/*``."""
+        async with self._lock:
+            if not self.exists():
+                await self._ensure_locked()
+                return
+            await self.git("fetch", "--prune", "origin", remote=True)
+
+    async def resolve(self, ref: str) -> str:
+        """The commit sha ``ref`` names in the mirror (e.g. ``origin/main``, a sha, a local branch)."""
+        result = await self.git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False
+        )
+        if result.returncode != 0:
+            raise WorkspaceError(f"ref {ref!r} does not name a commit in mirror {self.path.name}")
+        return result.stdout.strip()
+
+    async def default_branch(self) -> str:
+        """The remote's default branch, asked from the remote (``ls-remote --symref``)."""
+        result = await self.git("ls-remote", "--symref", "origin", "HEAD", remote=True)
+        for line in result.stdout.splitlines():
+            if line.startswith("ref: refs/heads/") and line.endswith("\tHEAD"):
+                return line.removeprefix("ref: refs/heads/").removesuffix("\tHEAD")
+        local = await self.git("symbolic-ref", "--short", "HEAD", check=False)
+        if local.returncode == 0 and local.stdout.strip():
+            return local.stdout.strip()
+        raise WorkspaceError(f"cannot tell the default branch of {self.path.name}: the remote has no HEAD")
+
+    async def remote_sha(self, branch: str) -> str | None:
+        """The sha of ``branch`` on the remote right now, or None when it does not exist."""
+        result = await self.git("ls-remote", "origin", f"refs/heads/{branch}", remote=True)
+        for line in result.stdout.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref == f"refs/heads/{branch}":
+                return sha
+        return None
+
+    async def push(self, branch: str, *, expected_remote_sha: str | None, force: bool = False) -> None:
+        """Push local ``refs/heads/<branch>`` to the remote branch of the same name.
+
+        ``expected_remote_sha`` is what we believe the remote holds: the push only lands if
+        that still holds (``--force-with-lease``); without ``force`` the local branch must also
+        contain it (a fast-forward). ``None`` means a new branch that must not exist yet,
+        unless ``force``, which then pushes unconditionally. Raises :class:`PushRejected`.
+        """
+        ref = f"refs/heads/{branch}"
+        if expected_remote_sha is not None and not force:
+            ancestor = await self.git("merge-base", "--is-ancestor", expected_remote_sha, ref, check=False)
+            if ancestor.returncode != 0:
+                raise PushRejected(
+                    f"push of {branch} refused: {expected_remote_sha[:12]} is not an ancestor of the local "
+                    "branch (not a fast-forward)"
+                )
+        args = ["push", "--porcelain", "--no-verify"]
+        if expected_remote_sha is not None:
+            args.append(f"--force-with-lease={ref}:{expected_remote_sha}")
+        elif force:
+            args.append("--force")
+        else:
+            args.append(f"--force-with-lease={ref}:")
+        args += ["origin", f"{ref}:{ref}"]
+        env = await self.remote_env()
+        result = await run_git(args, cwd=self.path, env=env, check=False)
+        if result.returncode == 0:
+            return
+        message = failure_message(args, cwd=self.path, env=env, result=result)
+        rejected = [line for line in result.stdout.splitlines() if line.startswith("!")]
+        if rejected:
+            raise PushRejected(f"push of {branch} rejected ({rejected[0].split(chr(9))[-1]}): {message}")
+        raise WorkspaceError(message)

@@ -1,0 +1,223 @@
+"""Run one command in a fresh subprocess, in its own process group, with a scrubbed env.
+
+Each command gets ``start_new_session=True``, so it leads its own process group. On a
+timeout, on cancellation, and after the command exits (background children left behind
+are orphans), the whole group is killed with ``SIGKILL`` and the leader reaped.
+
+With ``sandbox="auto"`` and bubblewrap usable, the command runs inside ``bwrap`` with a
+read-only root, a private ``/tmp``, no network and its own pid namespace (so even a child
+that called ``setsid`` dies with the sandbox). Without bubblewrap the command runs
+unsandboxed; the caller checks :func:`bubblewrap_available` and logs that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+"""PATH of a scrubbed env. Deliberately without the bot's own virtualenv: commands run the
+repository's tools, not ours. Callers that need more pass ``extra={"PATH": ...}``."""
+
+SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+"""Substrings that make an env variable name a secret; such names are refused in ``extra``."""
+
+EXIT_GRACE_S = 0.2
+"""How long to wait for the output pipe to close after the command exited."""
+
+_READ_CHUNK = 65536
+
+
+class ProcessResult(BaseModel):
+    """What a command did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_code: int | None = Field(description="Exit status; negative for a signal; None when timed out.")
+    output: str = Field(description="stdout and stderr merged, capped to head and tail around a marker.")
+    timed_out: bool = Field(description="The command hit its timeout and its process group was killed.")
+    truncated: bool = Field(description="Part of the output was cut out to respect the limit.")
+    duration_s: float = Field(description="Wall-clock seconds from start to the last byte of output.")
+
+
+def scrubbed_env(*, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An environment with nothing from ``os.environ``: safe PATH, HOME, UTF-8 locale, dumb TERM.
+
+    ``extra`` adds or overrides variables; a name containing TOKEN, KEY, SECRET or PASSWORD
+    raises :class:`ValueError` so no credential reaches a tool command by accident.
+    """
+    env = {"PATH": SAFE_PATH, "HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb"}
+    for name, value in (extra or {}).items():
+        if any(marker in name.upper() for marker in SECRET_MARKERS):
+            raise ValueError(f"refusing to pass {name!r} to a tool command: it looks like a secret")
+        env[name] = value
+    return env
+
+
+@functools.cache
+def bubblewrap_available() -> bool:
+    """True when ``bwrap`` is installed and can actually build a sandbox here (probed once)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False
+    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net"]
+    probe += ["--unshare-pid", "--die-with-parent", "--new-session", "--", "/bin/true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=10, check=False, env={"PATH": SAFE_PATH})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def bwrap_argv(argv: Sequence[str], *, cwd: Path, writable: Sequence[Path]) -> list[str]:
+    """Wrap ``argv`` in a bubblewrap sandbox: read-only root, writable ``writable``, no network."""
+    wrapped = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]  # noqa: S108
+    if not any(cwd.is_relative_to(path) for path in writable):  # the private /tmp may hide cwd
+        wrapped += ["--ro-bind", str(cwd), str(cwd)]
+    for path in writable:
+        wrapped += ["--bind", str(path), str(path)]
+    wrapped += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
+    return [*wrapped, "--chdir", str(cwd), "--", *argv]
+
+
+async def kill_process_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the process group led by ``proc`` (started with a new session) and reap ``proc``.
+
+    ``proc.wait()`` also waits for pipes asyncio created for the process to close; git's
+    pipes close when its group dies. :func:`run_process` uses its own pipe, so it never waits
+    on a child that left the group.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    await proc.wait()
+
+
+class _Capture:
+    """Keeps the head and the tail of a stream of text, counting what falls in between."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = limit // 2
+        self.tail_limit = limit - self.head_limit
+        self.head = ""
+        self.tail = ""
+        self.total = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes, *, final: bool = False) -> None:
+        text = self.decoder.decode(data, final=final)
+        self.total += len(text)
+        if len(self.head) < self.head_limit:
+            room = self.head_limit - len(self.head)
+            self.head, text = self.head + text[:room], text[room:]
+        if text and self.tail_limit:
+            self.tail = (self.tail + text)[-self.tail_limit :]
+
+    def result(self) -> tuple[str, bool]:
+        cut = self.total - len(self.head) - len(self.tail)
+        if cut <= 0:
+            return self.head + self.tail, False
+        return f"{self.head}\n[... {cut} characters cut ...]\n{self.tail}", True
+
+
+async def _pump(stream: asyncio.StreamReader, capture: _Capture) -> None:
+    while chunk := await stream.read(_READ_CHUNK):
+        capture.feed(chunk)
+    capture.feed(b"", final=True)
+
+
+async def _open_output() -> tuple[int, asyncio.StreamReader, asyncio.ReadTransport]:
+    """A pipe for the command's merged output: the write fd for the child, a reader for us.
+
+    Our own pipe, not ``asyncio.subprocess.PIPE``: then ``proc.wait()`` returns when the
+    command exits, even while a background child still holds the write end.
+    """
+    read_fd, write_fd = os.pipe()
+    reader = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+        )
+    except BaseException:
+        os.close(write_fd)
+        raise
+    return write_fd, reader, transport
+
+
+async def _finish(
+    proc: asyncio.subprocess.Process, pump: asyncio.Future[None], out: asyncio.BaseTransport
+) -> None:
+    """Kill what is left of the group, reap the leader and drain the pipe (bounded)."""
+    await kill_process_group(proc)
+    await asyncio.wait({pump}, timeout=1.0)
+    if not pump.done():  # a child left the group (setsid) and still holds the pipe: stop listening
+        pump.cancel()
+    out.close()
+
+
+async def run_process(
+    command: str | Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,  # noqa: ASYNC109 - a timeout is a result (timed_out), not an exception
+    output_limit: int = 20000,
+    sandbox: Literal["auto", "none"] = "none",
+    writable: Sequence[Path] = (),
+) -> ProcessResult:
+    """Run ``command`` (a string goes through ``/bin/bash -c``) in ``cwd`` with exactly ``env``."""
+    if output_limit < 0:
+        raise ValueError("output_limit must be >= 0")
+    argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
+    if sandbox == "auto" and await asyncio.to_thread(bubblewrap_available):
+        argv = bwrap_argv(argv, cwd=cwd, writable=writable)
+    capture = _Capture(output_limit)
+    started = time.monotonic()
+    write_fd, reader, out = await _open_output()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+        )
+    except BaseException:
+        out.close()
+        raise
+    finally:
+        os.close(write_fd)
+    pump = asyncio.ensure_future(_pump(reader, capture))
+    timed_out = False
+    try:
+        async with asyncio.timeout(timeout):
+            await proc.wait()
+            # Children left in the background keep the pipe open: give them a moment, then kill.
+            await asyncio.wait({pump}, timeout=EXIT_GRACE_S)
+    except TimeoutError:
+        timed_out = True
+    finally:
+        await _finish(proc, pump, out)
+    output, truncated = capture.result()
+    return ProcessResult(
+        exit_code=None if timed_out else proc.returncode,
+        output=output,
+        timed_out=timed_out,
+        truncated=truncated,
+        duration_s=round(time.monotonic() - started, 3),
+    )

@@ -1,0 +1,158 @@
+"""Worktrees of a :class:`Mirror`: one checkout per branch, several at once.
+
+Commits and merges use the identity passed in (``GIT_AUTHOR_*``/``GIT_COMMITTER_*``),
+never the host's git config; the mirror sets ``user.useConfigOnly`` so git never guesses.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from bot.errors import WorkspaceError
+from bot.workspace.git import GitResult, run_git
+from bot.workspace.mirror import Mirror
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """A checkout of ``branch`` at ``path``, sharing the objects of ``mirror``."""
+
+    path: Path
+    branch: str
+    mirror: Mirror
+
+    async def git(self, *args: str, check: bool = True, identity: tuple[str, str] | None = None) -> GitResult:
+        """Run a local git command in the worktree, optionally as ``(name, email)``."""
+        extra = {}
+        if identity is not None:
+            name, email = identity
+            extra = {
+                "GIT_AUTHOR_NAME": name,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_COMMITTER_NAME": name,
+                "GIT_COMMITTER_EMAIL": email,
+            }
+        return await run_git(args, cwd=self.path, env=self.mirror.local_env(extra), check=check)
+
+
+class MergeOutcome(BaseModel):
+    """What :func:`merge_branches` did."""
+
+    merged: list[str] = Field(default_factory=list, description="Branches merged, in order.")
+    conflicts: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Branches left out because of conflicts, with the conflicting paths.",
+    )
+
+
+async def _current_branch(path: Path, mirror: Mirror) -> str | None:
+    result = await run_git(
+        ["symbolic-ref", "--short", "-q", "HEAD"], cwd=path, env=mirror.local_env(), check=False
+    )
+    return result.stdout.strip() or None
+
+
+async def add_worktree(
+    mirror: Mirror, *, branch: str, base_ref: str, path: Path, reset: bool = False
+) -> Worktree:
+    """Check out ``branch`` at ``path``.
+
+    A new branch (or any branch with ``reset``) starts at ``base_ref``; an existing local
+    branch is checked out as it is, so work can resume from it. A worktree already at
+    ``path`` on ``branch`` is reused unless ``reset``.
+    """
+    await mirror.git("worktree", "prune")
+    if (path / ".git").exists():
+        if not reset and await _current_branch(path, mirror) == branch:
+            return Worktree(path=path, branch=branch, mirror=mirror)
+        await remove_worktree(Worktree(path=path, branch=branch, mirror=mirror))
+    exists = await mirror.git("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if reset or exists.returncode != 0:
+        await mirror.git("worktree", "add", "-B", branch, str(path), base_ref)
+    else:
+        await mirror.git("worktree", "add", str(path), branch)
+    return Worktree(path=path, branch=branch, mirror=mirror)
+
+
+async def remove_worktree(wt: Worktree) -> None:
+    """Remove the worktree and its registration; idempotent, fine if the dir is already gone."""
+    if wt.mirror.exists():
+        await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
+    if wt.path.exists():
+        shutil.rmtree(wt.path)
+    if wt.mirror.exists():
+        await wt.mirror.git("worktree", "prune")
+
+
+async def head_sha(wt: Worktree) -> str:
+    """The commit the worktree's HEAD points at."""
+    return (await wt.git("rev-parse", "HEAD")).stdout.strip()
+
+
+def _with_trailers(message: str, trailers: dict[str, str]) -> str:
+    for key, value in trailers.items():
+        if not key or any(c in key for c in ":\n\r ") or any(c in value for c in "\n\r"):
+            raise ValueError(f"invalid commit trailer {key!r}: {value!r}")
+    lines = [f"{key}: {value}" for key, value in trailers.items()]
+    body = message.strip()
+    return f"{body}\n\n" + "\n".join(lines) + "\n" if lines else f"{body}\n"
+
+
+async def commit_all(
+    wt: Worktree, *, message: str, author_name: str, author_email: str, trailers: dict[str, str]
+) -> str | None:
+    """Stage everything and commit it as the given identity; None when nothing changed."""
+    await wt.git("add", "-A")
+    staged = await wt.git("diff", "--cached", "--quiet", check=False)
+    if staged.returncode == 0:
+        return None
+    await wt.git(
+        "commit",
+        "--no-verify",
+        "--no-gpg-sign",
+        "--cleanup=whitespace",
+        "-m",
+        _with_trailers(message, trailers),
+        identity=(author_name, author_email),
+    )
+    return await head_sha(wt)
+
+
+async def changed_files(wt: Worktree, base_sha: str) -> list[str]:
+    """Paths that differ from ``base_sha``: committed, staged, unstaged and untracked changes."""
+    diff = await wt.git("diff", "--name-only", "--no-renames", "-z", base_sha, "--")
+    untracked = await wt.git("ls-files", "--others", "--exclude-standard", "-z")
+    names = {name for name in (diff.stdout + untracked.stdout).split("\0") if name}
+    return sorted(names)
+
+
+async def merge_branches(
+    wt: Worktree,
+    branches: list[str],
+    *,
+    author_name: str,
+    author_email: str,
+    message_for: Callable[[str], str],
+) -> MergeOutcome:
+    """Merge each branch with ``--no-ff``; a conflicting one is aborted, recorded and skipped."""
+    outcome = MergeOutcome()
+    identity = (author_name, author_email)
+    for branch in branches:
+        args = ["merge", "--no-ff", "--no-edit", "--no-verify", "--no-gpg-sign", "-m", message_for(branch)]
+        result = await wt.git(*args, "--", branch, check=False, identity=identity)
+        if result.returncode == 0:
+            outcome.merged.append(branch)
+            continue
+        in_merge = await wt.git("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False)
+        if in_merge.returncode != 0:
+            raise WorkspaceError(f"merging {branch} into {wt.branch} failed: {result.stderr.strip()[-2000:]}")
+        unmerged = await wt.git("diff", "--name-only", "--diff-filter=U", "-z")
+        outcome.conflicts[branch] = sorted(name for name in unmerged.stdout.split("\0") if name)
+        await wt.git("merge", "--abort")
+    return outcome

@@ -1,0 +1,185 @@
+"""Worktrees of a real mirror: parallel checkouts, commits with the bot identity, merges."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.errors import WorkspaceError
+from bot.workspace import (
+    Mirror,
+    add_worktree,
+    changed_files,
+    commit_all,
+    head_sha,
+    merge_branches,
+    remove_worktree,
+)
+
+BOT_NAME = "plan-cascade[bot]"
+BOT_EMAIL = "123+plan-cascade[bot]@users.noreply.github.com"
+Git = Callable[..., str]
+
+
+async def test_two_worktrees_on_different_branches_at_once(mirror: Mirror, tmp_path: Path, git: Git) -> None:
+    base = await mirror.resolve("origin/main")
+    one = await add_worktree(mirror, branch="bot/one", base_ref="origin/main", path=tmp_path / "one")
+    two = await add_worktree(mirror, branch="bot/two", base_ref="origin/main", path=tmp_path / "two")
+    (one.path / "one.txt").write_text("1\n")
+    (two.path / "README.md").write_text("changed in two\n")
+    sha_one = await commit_all(one, message="one", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    sha_two = await commit_all(two, message="two", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    assert sha_one and sha_two and sha_one != sha_two
+    assert git("rev-parse", "bot/one", cwd=mirror.path) == sha_one
+    assert git("rev-parse", "bot/two", cwd=mirror.path) == sha_two
+    assert (two.path / "README.md").read_text() == "changed in two\n"
+    assert (one.path / "README.md").read_text() == "hello\n"
+    assert await changed_files(one, base) == ["one.txt"]
+    assert await changed_files(two, base) == ["README.md"]
+
+
+async def test_commit_uses_bot_identity_and_trailers(mirror: Mirror, tmp_path: Path, git: Git) -> None:
+    wt = await add_worktree(mirror, branch="bot/c", base_ref="origin/main", path=tmp_path / "c")
+    (wt.path / "src" / "app.py").write_text("print('v2')\n")
+    sha = await commit_all(
+        wt,
+        message="#12: update app\n\nBody line.",
+        author_name=BOT_NAME,
+        author_email=BOT_EMAIL,
+        trailers={"Plan-Cascade-Task": "T2", "Co-authored-by": "Ada <ada@example.com>"},
+    )
+    assert sha == await head_sha(wt)
+    log = git("log", "-1", "--format=%an%n%ae%n%cn%n%ce%n%B", sha, cwd=wt.path)
+    assert log.splitlines() == [
+        BOT_NAME,
+        BOT_EMAIL,
+        BOT_NAME,
+        BOT_EMAIL,
+        "#12: update app",
+        "",
+        "Body line.",
+        "",
+        "Plan-Cascade-Task: T2",
+        "Co-authored-by: Ada <ada@example.com>",
+    ]
+    trailers = git("log", "-1", "--format=%(trailers:key=Plan-Cascade-Task,valueonly)", sha, cwd=wt.path)
+    assert trailers == "T2"
+
+
+async def test_commit_all_returns_none_when_nothing_changed(mirror: Mirror, tmp_path: Path) -> None:
+    wt = await add_worktree(mirror, branch="bot/n", base_ref="origin/main", path=tmp_path / "n")
+    before = await head_sha(wt)
+    assert (
+        await commit_all(wt, message="x", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={}) is None
+    )
+    assert await head_sha(wt) == before
+
+
+async def test_commit_all_records_deletions_and_new_files(mirror: Mirror, tmp_path: Path, git: Git) -> None:
+    wt = await add_worktree(mirror, branch="bot/d", base_ref="origin/main", path=tmp_path / "d")
+    base = await head_sha(wt)
+    (wt.path / "README.md").unlink()
+    (wt.path / "docs").mkdir()
+    (wt.path / "docs" / "new.md").write_text("new\n")
+    assert await changed_files(wt, base) == ["README.md", "docs/new.md"]  # before committing
+    sha = await commit_all(wt, message="d", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    assert git("show", "--name-status", "--format=", sha, cwd=wt.path).splitlines() == [
+        "D\tREADME.md",
+        "A\tdocs/new.md",
+    ]
+    assert await changed_files(wt, base) == ["README.md", "docs/new.md"]  # after committing
+
+
+async def test_commit_refuses_a_trailer_that_would_break_the_message(mirror: Mirror, tmp_path: Path) -> None:
+    wt = await add_worktree(mirror, branch="bot/t", base_ref="origin/main", path=tmp_path / "t")
+    (wt.path / "x").write_text("x")
+    with pytest.raises(ValueError, match="trailer"):
+        await commit_all(
+            wt, message="m", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={"A": "b\nEvil: c"}
+        )
+
+
+async def test_existing_branch_resumes_unless_reset(mirror: Mirror, tmp_path: Path) -> None:
+    wt = await add_worktree(mirror, branch="bot/r", base_ref="origin/main", path=tmp_path / "r")
+    (wt.path / "progress.txt").write_text("step 1\n")
+    sha = await commit_all(wt, message="step 1", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    await remove_worktree(wt)
+
+    resumed = await add_worktree(mirror, branch="bot/r", base_ref="origin/main", path=tmp_path / "r2")
+    assert await head_sha(resumed) == sha
+    assert (resumed.path / "progress.txt").read_text() == "step 1\n"
+    again = await add_worktree(mirror, branch="bot/r", base_ref="origin/main", path=tmp_path / "r2")
+    assert again.path == resumed.path  # the same checkout is reused
+
+    fresh = await add_worktree(
+        mirror, branch="bot/r", base_ref="origin/main", path=tmp_path / "r2", reset=True
+    )
+    assert await head_sha(fresh) == await mirror.resolve("origin/main")
+    assert not (fresh.path / "progress.txt").exists()
+
+
+async def test_remove_worktree_is_idempotent_even_when_dir_is_gone(
+    mirror: Mirror, tmp_path: Path, git: Git
+) -> None:
+    wt = await add_worktree(mirror, branch="bot/x", base_ref="origin/main", path=tmp_path / "x")
+    (wt.path / "dirty.txt").write_text("uncommitted\n")
+    await remove_worktree(wt)
+    assert not wt.path.exists()
+    await remove_worktree(wt)
+    assert str(wt.path) not in git("worktree", "list", cwd=mirror.path)
+
+    gone = await add_worktree(mirror, branch="bot/y", base_ref="origin/main", path=tmp_path / "y")
+    shutil.rmtree(gone.path)
+    await remove_worktree(gone)
+    assert str(gone.path) not in git("worktree", "list", cwd=mirror.path)
+    # The branch is free again for a new checkout.
+    await add_worktree(mirror, branch="bot/y", base_ref="origin/main", path=tmp_path / "y2")
+
+
+async def _branch_writing(mirror: Mirror, tmp_path: Path, *, branch: str, files: dict[str, str]) -> None:
+    wt = await add_worktree(
+        mirror, branch=branch, base_ref="origin/main", path=tmp_path / branch.replace("/", "-")
+    )
+    for name, text in files.items():
+        (wt.path / name).write_text(text)
+    await commit_all(wt, message=branch, author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    await remove_worktree(wt)
+
+
+async def test_merge_branches_skips_conflicts_and_continues(mirror: Mirror, tmp_path: Path, git: Git) -> None:
+    await _branch_writing(mirror, tmp_path, branch="bot/a", files={"a.txt": "a\n"})
+    await _branch_writing(mirror, tmp_path, branch="bot/b", files={"README.md": "from b\n"})
+    await _branch_writing(mirror, tmp_path, branch="bot/c", files={"README.md": "from c\n", "c.txt": "c\n"})
+    await _branch_writing(mirror, tmp_path, branch="bot/d", files={"d.txt": "d\n"})
+
+    wt = await add_worktree(mirror, branch="bot/integration", base_ref="origin/main", path=tmp_path / "int")
+    outcome = await merge_branches(
+        wt,
+        ["bot/a", "bot/b", "bot/c", "bot/d"],
+        author_name=BOT_NAME,
+        author_email=BOT_EMAIL,
+        message_for=lambda b: f"Merge {b} into integration",
+    )
+    assert outcome.merged == ["bot/a", "bot/b", "bot/d"]
+    assert outcome.conflicts == {"bot/c": ["README.md"]}
+    assert git("status", "--porcelain", cwd=wt.path) == ""  # the conflicting merge was aborted
+    assert (wt.path / "README.md").read_text() == "from b\n"
+    assert not (wt.path / "c.txt").exists()
+    log = git("log", "--merges", "--format=%s|%an|%P", cwd=wt.path).splitlines()
+    assert [line.split("|")[0] for line in log] == [
+        "Merge bot/d into integration",
+        "Merge bot/b into integration",
+        "Merge bot/a into integration",
+    ]
+    assert all(line.split("|")[1] == BOT_NAME and len(line.split("|")[2].split()) == 2 for line in log)
+
+
+async def test_merge_of_unknown_branch_is_an_error_not_a_conflict(mirror: Mirror, tmp_path: Path) -> None:
+    wt = await add_worktree(mirror, branch="bot/m", base_ref="origin/main", path=tmp_path / "m")
+    with pytest.raises(WorkspaceError, match="bot/missing"):
+        await merge_branches(
+            wt, ["bot/missing"], author_name=BOT_NAME, author_email=BOT_EMAIL, message_for=lambda b: b
+        )
