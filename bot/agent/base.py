@@ -1,0 +1,93 @@
+"""The `Agent` port: what a coding agent is given, what it returns, and how its loop ends.
+
+An agent gets an :class:`AgentTask` (one story in one worktree) and returns an
+:class:`AgentResult`; it never commits, pushes or talks to GitHub. Inside an agent, control
+leaves the loop through the small :class:`AgentExit` tree (STYLE.md §9); these exceptions
+never escape :meth:`Agent.run`, which turns them into a result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.llm import Usage
+from bot.plan import PRD, Story
+from bot.repoconfig import AgentLimits
+
+Phase = Literal["implementation", "retry", "refactor", "review"]
+AgentStatus = Literal["finished", "failed", "limits_exceeded"]
+
+
+class AgentTask(BaseModel):
+    """One story for one agent run, in one worktree."""
+
+    model_config = ConfigDict(frozen=True)
+
+    story: Story = Field(description="The story to implement.")
+    prd: PRD = Field(description="The approved plan the story belongs to.")
+    phase: Phase = Field(description="Why the agent runs: implementation, retry, refactor or review.")
+    worktree: Path = Field(description="Checkout the agent works in; the only tree it may change.")
+    home: Path = Field(description="An empty directory outside the worktree, used as HOME.")
+    prompt: str = Field(description="The full story prompt, built by bot.agent.prompt.story_prompt.")
+    feedback: str | None = Field(default=None, description="Gate failure output or review comments.")
+    deny: list[str] = Field(default_factory=list, description="Globs of paths the agent may not write.")
+    limits: AgentLimits = Field(default_factory=AgentLimits, description="Step, token, cost and time limits.")
+    sandbox: Literal["auto", "none"] = Field(
+        default="auto", description="auto = run tool commands in bubblewrap when usable; none = don't."
+    )
+    transcript_path: Path = Field(description="Where the run's JSON-lines transcript is written.")
+
+
+class AgentResult(BaseModel):
+    """How an agent run ended."""
+
+    status: AgentStatus = Field(description="finished, failed or limits_exceeded.")
+    summary: str = Field(default="", description="The agent's own summary of what it changed.")
+    reason: str | None = Field(default=None, description="Why the run failed or stopped; None when finished.")
+    usage: Usage = Field(default_factory=Usage, description="Tokens used by all model calls of the run.")
+    cost_usd: float = Field(default=0.0, description="Estimated model cost of the run in US dollars.")
+    iterations: int = Field(default=0, description="Model calls made (0 when the agent does not report it).")
+    model: str | None = Field(default=None, description="Model that answered, when known.")
+    agent: str = Field(description="Name of the agent that ran.")
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A coding agent picked by name from the registry."""
+
+    name: str
+
+    def available(self) -> bool:
+        """True when the agent can run here (its binary is installed, it has a model)."""
+        ...
+
+    async def run(self, task: AgentTask) -> AgentResult:
+        """Work on ``task`` in its worktree and say how it ended; never raises AgentExit."""
+        ...
+
+
+class AgentExit(Exception):
+    """Leaves an agent's loop; ``message`` says why, for the result and the transcript."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Submitted(AgentExit):
+    """The agent called ``finish``; ``message`` is its summary."""
+
+
+class LimitsExceeded(AgentExit):
+    """A step, token, cost or time limit was reached; ``limit`` names which."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class AgentFailed(AgentExit):
+    """The agent cannot go on (the model call failed, the command exited non-zero)."""

@@ -1,0 +1,121 @@
+"""Command agents: an external CLI (Claude Code, aider, Codex, or any command) run on one story.
+
+The prompt is written to a file in the task's HOME, outside the worktree, so it never shows in
+the story's diff. The command template is formatted with ``{prompt_file}``, ``{story_id}`` and
+``{worktree}`` (each value shell-quoted) and runs through bash in the worktree, in its own
+process group, killed with its children after ``limits.max_wall_seconds``.
+
+Credentials: the command gets a scrubbed environment (PATH, HOME, locale, TERM) with no API key
+or token of ours; :func:`~bot.workspace.process.scrubbed_env` refuses secret-looking names. An
+external agent must therefore find its credentials in its own configuration file under the HOME
+it is given (``task.home``), put there by whoever prepares that directory. Passing chosen
+variables through (an ``agent.env_passthrough`` allow-list) is not implemented.
+
+These agents run without our bubblewrap sandbox, whatever ``task.sandbox`` says: they must reach
+their model's API, and the sandbox has no network. They rely on their own permission modes.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+from bot.agent.base import AgentResult, AgentTask
+from bot.agent.prompt import task_prompt
+from bot.agent.transcript import Transcript
+from bot.errors import AgentError
+from bot.workspace import run_process, scrubbed_env
+from bot.workspace.process import SAFE_PATH
+
+SUMMARY_CHARS = 2000
+"""Characters of the output's tail kept as the summary or the failure reason."""
+
+PRESETS: dict[str, tuple[str, str]] = {
+    # Headless mode; edits accepted without asking, and Bash allowed so it can run the tests.
+    "claude-code": ("claude -p --permission-mode acceptEdits --allowedTools Bash < {prompt_file}", "claude"),
+    # Keeps git for aider's repository map, but never commits and never touches .gitignore.
+    "aider": (
+        "aider --yes-always --no-auto-commits --no-dirty-commits --no-gitignore --no-check-update "
+        "--message-file {prompt_file}",
+        "aider",
+    ),
+    # `-` reads the prompt from stdin; its own sandbox lets it write the workspace only.
+    "codex": ("codex exec --sandbox workspace-write --skip-git-repo-check - < {prompt_file}", "codex"),
+}
+"""Preset command agents: name -> (command template, binary that must be installed)."""
+
+
+def _tail(text: str, limit: int = SUMMARY_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "[...]\n" + text[-limit:]
+
+
+class CommandAgent:
+    """An agent that is one shell command; ``binary`` (if any) must be on PATH for it to be available."""
+
+    def __init__(self, name: str, template: str, *, binary: str | None) -> None:
+        self.name = name
+        self.template = template
+        self.binary = binary
+
+    def available(self) -> bool:
+        """True when there is no binary to check, or it is installed."""
+        return self.binary is None or shutil.which(self.binary) is not None
+
+    def command(self, *, prompt_file: Path, task: AgentTask) -> str:
+        """The template with its placeholders filled in, shell-quoted."""
+        return self.template.format(
+            prompt_file=shlex.quote(str(prompt_file)),
+            story_id=shlex.quote(task.story.id),
+            worktree=shlex.quote(str(task.worktree)),
+        )
+
+    def _path(self) -> str:
+        """SAFE_PATH, preceded by the directory of ``binary`` so the command finds it."""
+        found = shutil.which(self.binary) if self.binary else None
+        return f"{Path(found).parent}:{SAFE_PATH}" if found else SAFE_PATH
+
+    async def run(self, task: AgentTask) -> AgentResult:
+        transcript = Transcript(task.transcript_path)
+        transcript.record("task", agent=self.name, story=task.story.id, phase=task.phase)
+        try:
+            result = await self._run(task, transcript)
+            transcript.record("result", **result.model_dump(mode="json"))
+            return result
+        finally:
+            transcript.save()
+
+    async def _run(self, task: AgentTask, transcript: Transcript) -> AgentResult:
+        prompt_file = task.home / f"prompt-{task.story.id}.md"
+        if prompt_file.resolve().is_relative_to(task.worktree.resolve()):
+            raise AgentError(
+                f"the agent's HOME {task.home} is inside its worktree: the prompt would be committed"
+            )
+        task.home.mkdir(parents=True, exist_ok=True)
+        prompt_file.write_text(task_prompt(task), encoding="utf-8")
+        command = self.command(prompt_file=prompt_file, task=task)
+        transcript.record("command", command=command)
+        outcome = await run_process(
+            command,
+            cwd=task.worktree,
+            env=scrubbed_env(home=task.home, extra={"PATH": self._path()}),
+            timeout=task.limits.max_wall_seconds,
+            output_limit=max(task.limits.output_limit_chars, SUMMARY_CHARS),
+            sandbox="none",
+        )
+        transcript.record("output", **outcome.model_dump(mode="json"))
+        tail = _tail(outcome.output)
+        if outcome.timed_out:
+            reason = f"time limit reached: killed after {task.limits.max_wall_seconds}s\n{tail}".rstrip()
+            return AgentResult(status="limits_exceeded", reason=reason, agent=self.name)
+        if outcome.exit_code != 0:
+            reason = f"`{self.name}` exited with code {outcome.exit_code}\n{tail}".rstrip()
+            return AgentResult(status="failed", reason=reason, agent=self.name)
+        return AgentResult(status="finished", summary=tail or f"`{self.name}` finished", agent=self.name)
+
+
+def preset_agent(name: str) -> CommandAgent:
+    """The preset command agent ``name`` (claude-code, aider or codex); KeyError if there is none."""
+    template, binary = PRESETS[name]
+    return CommandAgent(name, template, binary=binary)

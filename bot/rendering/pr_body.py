@@ -1,0 +1,67 @@
+"""The body and title of a batch pull request. Pure."""
+
+from __future__ import annotations
+
+import re
+
+from bot.plan import short_hash
+from bot.state import PlanState, StoryStatus
+
+BATCH_MARKER = "<!-- plan-cascade:batch {repo}#{issue} {batch} -->"
+_MARKER = re.compile(r"<!-- plan-cascade:batch (\S+)#(\d+) (\d+) -->")
+BODY_LIMIT = 65536
+
+
+def batch_marker(repo: str, issue: int, batch: int) -> str:
+    """The hidden line that identifies a batch PR."""
+    return BATCH_MARKER.format(repo=repo, issue=issue, batch=batch)
+
+
+def parse_batch_marker(body: str | None) -> tuple[str, int, int] | None:
+    """(repo, issue, batch) of a batch PR body, or None."""
+    match = _MARKER.search(body or "")
+    return (match.group(1), int(match.group(2)), int(match.group(3))) if match else None
+
+
+def pr_title(state: PlanState, batch: int, story_ids: list[str]) -> str:
+    """`[Plan Cascade] #12 batch 1/3: <short summary>`."""
+    total = len(state.batches_ids())
+    titles = [state.prd.story(sid).title for sid in story_ids]
+    summary = "; ".join(titles)
+    if len(summary) > 60:
+        summary = summary[:57].rstrip() + "…"
+    return f"[Plan Cascade] #{state.issue} batch {batch}/{total}: {summary}"
+
+
+def pr_body(
+    state: PlanState, batch: int, story_ids: list[str], *, plan_url: str, integration: dict[str, str],
+    draft_reason: str | None = None, base_note: str | None = None,
+) -> str:
+    """The PR body from `templates/pr_body.md.j2`, within GitHub's size limit."""
+    from bot.rendering.env import template_env
+
+    total = len(state.batches_ids())
+    batch_ids = state.batches_ids()[batch - 1]
+    stories = []
+    for sid in story_ids:
+        story, record = state.prd.story(sid), state.stories[sid]
+        stories.append({
+            "id": sid, "title": story.title, "description": story.description,
+            "criteria": story.acceptance_criteria, "passed": record.status == StoryStatus.PASSED,
+            "gates": ", ".join(f"{k}: {v}" for k, v in sorted(record.gates.items())) or "—",
+            "agent": record.agent or "—", "model": record.model or "—", "attempts": record.attempts,
+            "tokens": record.tokens, "cost": record.cost_usd,
+        })
+    failed = [{"id": sid, "reason": state.stories[sid].reason or state.stories[sid].status.value}
+              for sid in batch_ids if sid not in story_ids]
+    body = template_env().get_template("pr_body.md.j2").render(
+        marker=batch_marker(state.repo, state.issue, batch), closes=batch == total, issue=state.issue,
+        batch=batch, total=total, plan_url=plan_url, revision=state.revision,
+        short_hash=short_hash(state.plan_hash), stories=stories, failed=failed, integration=integration,
+        draft_reason=draft_reason, base_note=base_note,
+        total_tokens=sum(s["tokens"] for s in stories), total_cost=sum(s["cost"] for s in stories),
+    )
+    if len(body) > BODY_LIMIT:
+        note = "\n\n_(trimmed to GitHub's size limit; see the plan comment for the rest)_"
+        body = body[: BODY_LIMIT - len(note)] + note
+    return body
