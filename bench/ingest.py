@@ -66,7 +66,9 @@ async def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit("server did not start")
 
 
-async def burst(url: str, bodies: list[tuple[bytes, dict[str, str]]], concurrency: int) -> tuple[list[float], float]:
+async def burst(
+    url: str, bodies: list[tuple[bytes, dict[str, str]]], concurrency: int
+) -> tuple[list[float], float]:
     latencies: list[float] = []
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -117,7 +119,9 @@ def count_sqlite(db_path: Path, n: int) -> tuple[int, int]:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=50)
     args = parser.parse_args()
@@ -140,13 +144,37 @@ async def main() -> None:
     results = {}
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "--env-file", str(tmp / "none"), "serve", "--no-workers",
-         "--port", str(port)], cwd=ROOT, env=env)
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "--env-file",
+            str(tmp / "none"),
+            "serve",
+            "--no-workers",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+    )
     bare_port = free_port()
     (tmp / "bare_app.py").write_text(BARE_APP)
     bare = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(bare_port), "--log-level", "warning",
-         "--no-access-log"], cwd=tmp, env=env)
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bare_app:app",
+            "--port",
+            str(bare_port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=tmp,
+        env=env,
+    )
     try:
         await wait_ready(f"http://127.0.0.1:{port}", server)
         await wait_ready(f"http://127.0.0.1:{bare_port}", bare)
@@ -159,8 +187,10 @@ async def main() -> None:
             proc.wait(timeout=30)
     print(f"{len(bodies)} deliveries ({args.n} unique), concurrency {args.concurrency}, SQLite")
     for name, (lat, rps) in results.items():
-        print(f"{name:>14}: p50 {percentile(lat, 50):6.1f} ms  p99 {percentile(lat, 99):6.1f} ms  "
-              f"{rps:7.0f} deliveries/s")
+        print(
+            f"{name:>14}: p50 {percentile(lat, 50):6.1f} ms  p99 {percentile(lat, 99):6.1f} ms  "
+            f"{rps:7.0f} deliveries/s"
+        )
     ratio = results["plan-cascade"][1] / results["bare FastAPI"][1]
     print(f"throughput vs bare endpoint: {ratio:.0%}")
     lost, duplicated = count_sqlite(tmp / "data" / "plan-cascade.db", args.n)

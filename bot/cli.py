@@ -33,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the webhook server with in-process workers")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--no-workers", action="store_true", help="accept webhooks only; run `worker` elsewhere")
+    serve.add_argument(
+        "--no-workers", action="store_true", help="accept webhooks only; run `worker` elsewhere"
+    )
     sub.add_parser("worker", help="run workers only (several processes can share a PostgreSQL queue)")
     sub.add_parser("migrate", help="create or upgrade the database schema")
     sub.add_parser("doctor", help="check settings, database, private key and the GitHub API URL")

@@ -45,11 +45,12 @@ def parse_command(body: str | None, *, app_slug: str | None = None) -> Command |
     prefixes = [PREFIX]
     if app_slug:
         prefixes += [f"@{app_slug}", f"@{app_slug}[bot]"]
-    used = next((p for p in prefixes if first.lower() == p.lower() or first.lower().startswith(p.lower() + " ")),
-                None)
+    used = next(
+        (p for p in prefixes if first.lower() == p.lower() or first.lower().startswith(p.lower() + " ")), None
+    )
     if used is None:
         return None
-    rest = (first[len(used):].strip() + "\n" + "\n".join(lines[1:])).strip()
+    rest = (first[len(used) :].strip() + "\n" + "\n".join(lines[1:])).strip()
     if not rest:
         return Command(name="help")
     word, _, text = rest.partition(" ") if " " in rest.split("\n", 1)[0] else rest.partition("\n")
@@ -63,11 +64,16 @@ def parse_command(body: str | None, *, app_slug: str | None = None) -> Command |
         ids = text.split()
         bad = [i for i in ids if not _STORY.match(i)]
         if not ids or bad:
-            return Command(name=name, text=text,
-                           problem=f"`{name}` needs story ids, e.g. `/plan-cascade {name} STORY-002`")
+            return Command(
+                name=name,
+                text=text,
+                problem=f"`{name}` needs story ids, e.g. `/plan-cascade {name} STORY-002`",
+            )
         return Command(name=name, text=text, stories=ids)
     if name in ("revise", "fix") and not text:
-        return Command(name=name, problem=f"`{name}` needs feedback, e.g. `/plan-cascade {name} split STORY-002`")
+        return Command(
+            name=name, problem=f"`{name}` needs feedback, e.g. `/plan-cascade {name} split STORY-002`"
+        )
     return Command(name=name, text=text)
 
 
@@ -82,5 +88,8 @@ def _parse_approve(text: str) -> Command:
     upper = [w.upper().rstrip(",") for w in words]
     if all(_STORY.match(w) for w in upper):
         return Command(name="approve", text=text, stories=upper)
-    return Command(name="approve", text=text,
-                   problem="`approve` takes nothing, `batch N`, or story ids such as `STORY-001`")
+    return Command(
+        name="approve",
+        text=text,
+        problem="`approve` takes nothing, `batch N`, or story ids such as `STORY-001`",
+    )

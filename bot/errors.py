@@ -9,7 +9,13 @@ from __future__ import annotations
 
 
 class PlanCascadeError(Exception):
-    """Base of every error Plan Cascade raises on purpose."""
+    """Base of every error Plan Cascade raises on purpose.
+
+    `retryable` tells the job queue whether trying again can help; errors that only a
+    person can fix (bad settings, a missing installation) end the job at once.
+    """
+
+    retryable = True
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -18,6 +24,14 @@ class PlanCascadeError(Exception):
 
 class ConfigurationError(PlanCascadeError):
     """Server settings are missing or invalid (environment, key files)."""
+
+    retryable = False
+
+
+class NotInstalled(PlanCascadeError):
+    """A delivery that came through no App installation: nothing can be done for it."""
+
+    retryable = False
 
 
 class RepoConfigError(PlanCascadeError):

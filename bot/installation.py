@@ -24,8 +24,13 @@ async def on_installation(event: Event, services: Services) -> None:
     inst = event.envelope.installation
     account = inst.account.login if inst and inst.account else "?"
     repos = [r.get("full_name") for r in event.payload.get("repositories") or [] if isinstance(r, dict)]
-    log.info("installation %s %s for %s (%d repositories)", inst.id if inst else "?", event.action,
-             account, len(repos))
+    log.info(
+        "installation %s %s for %s (%d repositories)",
+        inst.id if inst else "?",
+        event.action,
+        account,
+        len(repos),
+    )
 
 
 @router.register("installation_repositories")

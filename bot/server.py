@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -74,6 +74,7 @@ def build_runtime(settings: Settings, *, services: Services | None = None) -> Ru
     )
     from bot.wiring import default_background_tasks
 
+    svc.extras["wake"] = runtime.wake
     runtime.background.extend(default_background_tasks())
     return runtime
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigurationError
@@ -64,6 +64,8 @@ class Settings(BaseSettings):
         default=60, ge=1, validation_alias="PLAN_CASCADE_APPROVAL_POLL_SECONDS"
     )
     """How often plans awaiting approval are polled for 👍 reactions."""
+    tool_path: str | None = Field(default=None, validation_alias="PLAN_CASCADE_TOOL_PATH")
+    """PATH for agents and gates (their environment is scrubbed); default /usr/local/bin:/usr/bin:/bin."""
     log_level: str = Field(default="INFO", validation_alias="PLAN_CASCADE_LOG_LEVEL")
     """Python log level name."""
     job_lease_seconds: float = Field(default=300, ge=5, validation_alias="PLAN_CASCADE_JOB_LEASE_SECONDS")
@@ -74,9 +76,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_key_source(self) -> Settings:
         if self.private_key is not None and self.private_key_path is not None:
-            raise ValueError(
-                "set PLAN_CASCADE_PRIVATE_KEY or PLAN_CASCADE_PRIVATE_KEY_PATH, not both"
-            )
+            raise ValueError("set PLAN_CASCADE_PRIVATE_KEY or PLAN_CASCADE_PRIVATE_KEY_PATH, not both")
         return self
 
     # -- derived values -------------------------------------------------------------
@@ -105,9 +105,7 @@ class Settings(BaseSettings):
         if is_placeholder(self.app_id):
             raise ConfigurationError("PLAN_CASCADE_APP_ID is not set: set it to your GitHub App's id")
         if not str(self.app_id).strip().isdigit():
-            raise ConfigurationError(
-                f"PLAN_CASCADE_APP_ID must be the App's numeric id, got {self.app_id!r}"
-            )
+            raise ConfigurationError(f"PLAN_CASCADE_APP_ID must be the App's numeric id, got {self.app_id!r}")
         secret = self.webhook_secret.get_secret_value() if self.webhook_secret else None
         if is_placeholder(secret):
             raise ConfigurationError(

@@ -21,6 +21,8 @@ from pydantic import BaseModel, Field, ValidationError
 from bot.errors import StateError
 from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
 
+PlanSource = Literal["prd-block", "llm", "plan-pr", "reflection"]
+
 
 class PlanStatus(StrEnum):
     """Where a plan is in its life."""
@@ -96,6 +98,11 @@ class BatchState(BaseModel):
     pr_url: str | None = None
     head_sha: str | None = None
     merged: bool = False
+    draft: bool = False
+    hands_off: bool = Field(
+        default=False, description="Someone else pushed to the branch: the bot leaves it."
+    )
+    gates: dict[str, str] = Field(default_factory=dict, description="Integration gate → conclusion.")
 
 
 class PlanState(BaseModel):
@@ -111,6 +118,9 @@ class PlanState(BaseModel):
     approvals: list[Approval] = Field(default_factory=list)
     required_approvals: int = 1
     approved_scope: list[str] = Field(default_factory=list, description="Story ids allowed to run.")
+    ignored_reactions: list[int] = Field(
+        default_factory=list, description="Reaction ids given to earlier revisions: they approve nothing."
+    )
     stories: dict[str, StoryState] = Field(default_factory=dict)
     batches: list[BatchState] = Field(default_factory=list)
     planning_tokens: int = 0
@@ -121,6 +131,7 @@ class PlanState(BaseModel):
     source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm"
     plan_pr: int | None = None
     note: str | None = Field(default=None, description="A one-line status note shown in the comment.")
+    summary_posted: bool = Field(default=False, description="The final summary comment was written.")
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -142,8 +153,10 @@ class PlanState(BaseModel):
 def transition(state: PlanState, to: PlanStatus, *, at: datetime, note: str | None = None) -> PlanState:
     """A copy of `state` in status `to`; StateError when the move is not allowed."""
     if to not in TRANSITIONS[state.status]:
-        raise StateError(f"a plan that is {state.status.value.replace('_', ' ')} cannot become "
-                         f"{to.value.replace('_', ' ')}")
+        raise StateError(
+            f"a plan that is {state.status.value.replace('_', ' ')} cannot become "
+            f"{to.value.replace('_', ' ')}"
+        )
     return state.model_copy(update={"status": to, "updated_at": at, "note": note})
 
 
@@ -183,8 +196,9 @@ def revise(
     if state.status == PlanStatus.RUNNING:
         raise StateError("the plan is running: `/plan-cascade cancel` it before revising")
     if state.status == PlanStatus.COMPLETED:
-        raise StateError("the plan is completed: label the issue again or comment `/plan-cascade plan` "
-                         "to start a new one")
+        raise StateError(
+            "the plan is completed: label the issue again or comment `/plan-cascade plan` to start a new one"
+        )
     moved = transition(state, PlanStatus.AWAITING_APPROVAL, at=at) if state.status != S.DRAFT else state
     kept = {sid: st for sid, st in state.stories.items() if st.status == StoryStatus.PASSED}
     stories = {s.id: kept.get(s.id, StoryState()) for s in prd.stories}
@@ -253,7 +267,9 @@ def add_approval(state: PlanState, approval: Approval) -> tuple[PlanState, str]:
         state.approved_scope
     ):
         return state, "already approved"
-    others = [a for a in state.approvals if not (a.user == approval.user and a.plan_hash == approval.plan_hash)]
+    others = [
+        a for a in state.approvals if not (a.user == approval.user and a.plan_hash == approval.plan_hash)
+    ]
     approvals = [*others, approval]
     new = state.model_copy(update={"approvals": approvals})
     current = new.current_approvals()

@@ -133,8 +133,15 @@ async def _receive(
             now=now,
         )
         job = {c.name: getattr(row, c.name) for c in Job.__table__.columns if c.name != "id"}
-    record = DeliveryRecord(id=delivery_id, event=event_name, action=event.action, target=event.target,
-                            outcome=outcome, received_at=now, job=job)
+    record = DeliveryRecord(
+        id=delivery_id,
+        event=event_name,
+        action=event.action,
+        target=event.target,
+        outcome=outcome,
+        received_at=now,
+        job=job,
+    )
     if not await intake.writer.submit(record):
         deliveries.labels(event_name, "duplicate").inc()
         log.info("delivery %s seen before: not processed again", delivery_id)

@@ -1,8 +1,14 @@
-"""The one place where the concern modules' routers and job kinds are combined."""
+"""The one place where the concern modules' routers and job kinds are combined,
+and where the server's edges (GitHub App auth, LLM providers, the queue) are attached."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx
+
 from bot import installation
+from bot.errors import GitHubError
 from bot.routing import Router
 from bot.services import Services
 from bot.worker import JobKinds
@@ -10,19 +16,111 @@ from bot.worker import JobKinds
 
 def default_router() -> Router:
     """Every concern's handlers, in data-flow order."""
-    return Router.combine([installation.router])
+    from bot.handlers import commands, planning, review
+
+    return Router.combine([installation.router, planning.router, commands.router, review.router])
 
 
 def default_job_kinds() -> JobKinds:
     """Every job kind other than `webhook`."""
-    return JobKinds()
+    from bot.handlers import approval, execution, review
+
+    kinds = JobKinds()
+    kinds.merge(approval.kinds)
+    kinds.merge(execution.kinds)
+    kinds.merge(review.kinds)
+    return kinds
 
 
-def default_background_tasks() -> list:
-    """Periodic tasks that run beside the workers (the approval poller)."""
-    return []
+def default_background_tasks() -> list[Any]:
+    """Periodic tasks that run beside the workers."""
+    from bot.handlers.approval import approval_poller
+
+    return [approval_poller]
 
 
-def wire_services(services: Services) -> None:
-    """Attach the GitHub and LLM factories for the server."""
-    return None
+def make_llm_factory(services: Services) -> Any:
+    """`llm_for(repo_config, model)` from the server settings and the repo's `llm:` section."""
+    from bot.llm.pricing import Price, PriceTable
+    from bot.llm.registry import create_llm
+
+    settings = services.settings
+
+    def llm_for(config: Any, model: str | None) -> Any:
+        llm_cfg = config.llm if config is not None else None
+        prices = PriceTable()
+        if llm_cfg is not None and llm_cfg.prices:
+            prices = prices.with_overrides(
+                {
+                    name: Price(input_per_mtok=p.input_per_mtok, output_per_mtok=p.output_per_mtok)
+                    for name, p in llm_cfg.prices.items()
+                }
+            )
+        provider = (llm_cfg.provider if llm_cfg and llm_cfg.provider else None) or settings.llm_provider
+        anthropic = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+        openai = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return create_llm(
+            provider=provider,
+            model=model or (llm_cfg.model if llm_cfg else None) or settings.llm_model,
+            base_url=settings.llm_base_url,
+            anthropic_api_key=anthropic,
+            openai_api_key=openai,
+            prices=prices,
+            http_client=services.extras.get("llm_http_client"),
+        )
+
+    return llm_for
+
+
+def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransport | None = None) -> None:
+    """Attach GitHub App auth, the LLM factory, the queue and the plan store for the server."""
+    from bot.github.auth import installation_port, make_app_github
+    from bot.github.client import GitHubKitPort
+    from bot.github.throttle import ThrottleRegistry
+    from bot.plans import PlanStore
+
+    settings = services.settings
+    transport = github_transport or services.extras.get("github_transport")
+    throttles = ThrottleRegistry()
+    state: dict[str, Any] = {}
+
+    def app_github() -> Any:
+        if "app" not in state:
+            pem = settings.private_key_pem()
+            if not settings.app_id or not pem:
+                raise GitHubError("the GitHub App is not configured (PLAN_CASCADE_APP_ID / _PRIVATE_KEY)")
+            state["app"] = make_app_github(
+                app_id=settings.app_id, private_key=pem, base_url=settings.github_api_url, transport=transport
+            )
+        return state["app"]
+
+    async def github_for(installation_id: int | None, repo: str) -> Any:
+        if installation_id is None:
+            raise GitHubError(f"the delivery for {repo} names no App installation")
+        return installation_port(app_github(), installation_id, throttle_registry=throttles)
+
+    async def slug() -> str | None:
+        return await GitHubKitPort(app_github()).get_app_slug()
+
+    if services.github_for is None:
+        services.github_for = github_for
+        services.slug_source = slug
+    if services.llm_for is None:
+        services.llm_for = make_llm_factory(services)
+    services.plan_store = PlanStore(services.db, clock=services.clock)
+    from bot.handlers.execution import cancel_execution
+
+    async def cancel(repo: str, issue: int) -> int:
+        return await cancel_execution(services, repo, issue)
+
+    services.extras.setdefault("cancel_execution", cancel)
+    queue = services.queue
+    if services.enqueue is None and queue is not None:
+
+        async def enqueue(kind: str, group_key: str, payload: dict[str, Any]) -> None:
+            await queue.enqueue(kind=kind, group_key=group_key, payload=payload)
+            wake = services.extras.get("wake")
+            if wake is not None:
+                wake.set()
+
+        services.enqueue = enqueue

@@ -116,25 +116,22 @@ class WorkerPool:
         with log_context(delivery=job.delivery_id or f"job-{job.id}", plan=job.group_key):
             try:
                 await self._dispatch(job)
-            except Exception as exc:  # a job failing must never kill the worker
-                heartbeat.cancel()
-                detail = exc.message if isinstance(exc, PlanCascadeError) else traceback.format_exc()
-                outcome = await self.queue.fail(job.id, worker_id, detail)
-                level = logging.ERROR if outcome == "dead" else logging.WARNING
-                log.log(
-                    level,
-                    "job %s (%s) failed on attempt %d/%d -> %s: %s",
+            except PlanCascadeError as exc:
+                if exc.retryable:
+                    heartbeat.cancel()
+                    return await self._failed(job, worker_id, exc)
+                log.error(
+                    "job %s (%s) cannot succeed, not retrying: %s",
                     job.id,
                     job.kind,
-                    job.attempts,
-                    job.max_attempts,
-                    outcome,
-                    exc,
-                    extra={"job_id": job.id, "kind": job.kind, "outcome": outcome},
+                    exc.message,
+                    extra={"job_id": job.id, "kind": job.kind, "outcome": "rejected"},
                 )
                 if metrics:
-                    metrics.jobs.labels(job.kind, "dead" if outcome == "dead" else "retry").inc()
-                return outcome
+                    metrics.jobs.labels(job.kind, "rejected").inc()
+            except Exception as exc:  # a job failing must never kill the worker
+                heartbeat.cancel()
+                return await self._failed(job, worker_id, exc)
             finally:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -143,13 +140,33 @@ class WorkerPool:
             self.processed += 1
             if metrics:
                 metrics.jobs.labels(job.kind, "done").inc()
-                metrics.job_latency.labels(job.kind).observe(
-                    (utcnow() - job.created_at).total_seconds()
-                )
+                metrics.job_latency.labels(job.kind).observe((utcnow() - job.created_at).total_seconds())
             if not ours:
                 log.warning("job %s finished after its lease was taken over", job.id)
                 return "lost"
             return "done"
+
+    async def _failed(self, job: ClaimedJob, worker_id: str, exc: Exception) -> str:
+        """Record a failure: back to the queue with backoff, or dead after the last attempt.
+
+        Called inside the `except` block, so the traceback is still at hand.
+        """
+        detail = exc.message if isinstance(exc, PlanCascadeError) else traceback.format_exc()
+        outcome = await self.queue.fail(job.id, worker_id, detail)
+        log.log(
+            logging.ERROR if outcome == "dead" else logging.WARNING,
+            "job %s (%s) failed on attempt %d/%d -> %s: %s",
+            job.id,
+            job.kind,
+            job.attempts,
+            job.max_attempts,
+            outcome,
+            exc,
+            extra={"job_id": job.id, "kind": job.kind, "outcome": outcome},
+        )
+        if self.services.metrics:
+            self.services.metrics.jobs.labels(job.kind, "dead" if outcome == "dead" else "retry").inc()
+        return outcome
 
     async def _dispatch(self, job: ClaimedJob) -> None:
         if job.kind == WEBHOOK_JOB:

@@ -32,8 +32,14 @@ async def record(db_url: str, out: str) -> None:
         with open(out, "a") as fh:
             fh.write(f"{job.id} {job.group_key} {start} {time.time()} {os.getpid()}\n")
 
-    pool = WorkerPool(queue=queue, router=Router(), services=Services(settings=Settings()), kinds=kinds,
-                      concurrency=4, poll_interval=0.05)
+    pool = WorkerPool(
+        queue=queue,
+        router=Router(),
+        services=Services(settings=Settings()),
+        kinds=kinds,
+        concurrency=4,
+        poll_interval=0.05,
+    )
     stop = asyncio.Event()
     task = asyncio.create_task(pool.run(stop))
     idle_since = None

@@ -14,12 +14,22 @@ from bot.commands import parse_command
         ("/plan-cascade plan keep it small\nand fast", "plan", "keep it small\nand fast", None, []),
         ("/plan-cascade approve", "approve", "", None, []),
         ("/plan-cascade approve batch 2", "approve", "batch 2", 2, []),
-        ("/plan-cascade approve story-001, STORY-002", "approve", "story-001, STORY-002", None,
-         ["STORY-001", "STORY-002"]),
+        (
+            "/plan-cascade approve story-001, STORY-002",
+            "approve",
+            "story-001, STORY-002",
+            None,
+            ["STORY-001", "STORY-002"],
+        ),
         ("/plan-cascade revise split STORY-002", "revise", "split STORY-002", None, []),
         ("/plan-cascade retry STORY-003", "retry", "STORY-003", None, ["STORY-003"]),
-        ("/plan-cascade skip STORY-003 STORY-004", "skip", "STORY-003 STORY-004", None,
-         ["STORY-003", "STORY-004"]),
+        (
+            "/plan-cascade skip STORY-003 STORY-004",
+            "skip",
+            "STORY-003 STORY-004",
+            None,
+            ["STORY-003", "STORY-004"],
+        ),
         ("/plan-cascade cancel", "cancel", "", None, []),
         ("/Plan-Cascade STATUS", "status", "", None, []),
         ("/plan-cascade", "help", "", None, []),
@@ -42,8 +52,14 @@ def test_plan_comment_with_a_prd_block_keeps_the_block() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    ["please /plan-cascade plan", "> /plan-cascade approve\nthanks", "/plan-cascadeplan", "", None,
-     "@someone-else approve"],
+    [
+        "please /plan-cascade plan",
+        "> /plan-cascade approve\nthanks",
+        "/plan-cascadeplan",
+        "",
+        None,
+        "@someone-else approve",
+    ],
 )
 def test_not_for_us(body) -> None:
     assert parse_command(body, app_slug="plan-cascade-bot") is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -44,8 +45,14 @@ async def sqlite_db(tmp_path: Path):
 
 
 def _pool(queue: JobQueue, kinds: JobKinds, concurrency: int = 2) -> WorkerPool:
-    return WorkerPool(queue=queue, router=Router(), services=Services(settings=Settings()), kinds=kinds,
-                      concurrency=concurrency, poll_interval=0.05)
+    return WorkerPool(
+        queue=queue,
+        router=Router(),
+        services=Services(settings=Settings()),
+        kinds=kinds,
+        concurrency=concurrency,
+        poll_interval=0.05,
+    )
 
 
 async def test_a_job_enqueued_before_a_restart_runs_after_it(tmp_path: Path) -> None:
@@ -108,7 +115,9 @@ async def test_worker_killed_mid_job_has_its_job_reclaimed(tmp_path: Path) -> No
     job_id = await queue.enqueue(kind="work", group_key="o/r#5", payload={})
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.queue_worker_script", "hang", url],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         line = await asyncio.to_thread(proc.stdout.readline)
@@ -164,8 +173,9 @@ async def test_failed_jobs_retry_with_backoff_then_die_visibly(sqlite_db: Databa
     from bot.metrics import Metrics
 
     metrics = Metrics()
-    pool = WorkerPool(queue=queue, router=Router(), kinds=kinds,
-                      services=Services(settings=Settings(), metrics=metrics))
+    pool = WorkerPool(
+        queue=queue, router=Router(), kinds=kinds, services=Services(settings=Settings(), metrics=metrics)
+    )
     outcomes = []
     for _ in range(3):
         job = await queue.claim("w")
@@ -196,8 +206,9 @@ async def test_two_worker_processes_on_postgres_never_run_one_job_twice(tmp_path
         ids = [await queue.enqueue(kind="record", group_key=f"o/r#{n % 25}", payload={}) for n in range(300)]
         out = tmp_path / "seen.txt"
         procs = [
-            subprocess.Popen([sys.executable, "-m", "tests.queue_worker_script", "record", url, str(out)],
-                             cwd=ROOT)
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.queue_worker_script", "record", url, str(out)], cwd=ROOT
+            )
             for _ in range(2)
         ]
         for proc in procs:
@@ -211,7 +222,7 @@ async def test_two_worker_processes_on_postgres_never_run_one_job_twice(tmp_path
             spans[group].append((float(start), float(end)))
         for group, runs in spans.items():
             runs.sort()
-            for (s1, e1), (s2, _e2) in zip(runs, runs[1:], strict=False):
+            for (_s1, e1), (s2, _e2) in itertools.pairwise(runs):
                 assert s2 >= e1, f"two jobs of {group} overlapped"
         assert (await queue.counts()) == {"done": 300}
         await db.dispose()

@@ -49,9 +49,18 @@ def test_environment_names_are_the_contract(monkeypatch: pytest.MonkeyPatch, tmp
         monkeypatch.setenv(key, value)
     s = load_settings(env_file=None)
     assert (s.app_id, s.github_api_url, s.database_url, s.data_dir) == (
-        "99", "https://ghe.example.com/api/v3", "postgresql+asyncpg://u@h/db", tmp_path)
+        "99",
+        "https://ghe.example.com/api/v3",
+        "postgresql+asyncpg://u@h/db",
+        tmp_path,
+    )
     assert (s.llm_provider, s.llm_model, s.llm_base_url, s.workers, s.approval_poll_seconds) == (
-        "ollama", "llama3.1", "http://localhost:11434/v1", 5, 15)
+        "ollama",
+        "llama3.1",
+        "http://localhost:11434/v1",
+        5,
+        15,
+    )
     assert s.anthropic_api_key.get_secret_value() == "sk-ant-x"
     assert s.openai_api_key.get_secret_value() == "sk-x"
 
@@ -79,8 +88,11 @@ def test_missing_or_placeholder_secrets_name_the_variable(tmp_path: Path, overri
     settings = make_settings(tmp_path, **values)
     for key, value in override.items():
         if value is None:
-            field = {"PLAN_CASCADE_APP_ID": "app_id", "PLAN_CASCADE_WEBHOOK_SECRET": "webhook_secret",
-                     "PLAN_CASCADE_PRIVATE_KEY": "private_key"}[key]
+            field = {
+                "PLAN_CASCADE_APP_ID": "app_id",
+                "PLAN_CASCADE_WEBHOOK_SECRET": "webhook_secret",
+                "PLAN_CASCADE_PRIVATE_KEY": "private_key",
+            }[key]
             setattr(settings, field, None)
     with pytest.raises(ConfigurationError, match=variable):
         settings.require_server_secrets()
@@ -109,7 +121,10 @@ def test_invalid_values_fail_with_the_field(monkeypatch: pytest.MonkeyPatch) -> 
 def test_serve_refuses_to_start_without_secrets(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bot.cli", "--env-file", str(tmp_path / "none.env"), "serve"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert proc.returncode == 2
@@ -133,10 +148,15 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
 
     results = await run_checks(settings, transport=httpx.MockTransport(handler))
     assert [(ok, name) for ok, name, _ in results] == [
-        (True, "settings"), (True, "private key"), (True, "database"), (True, "GitHub API")]
+        (True, "settings"),
+        (True, "private key"),
+        (True, "database"),
+        (True, "GitHub API"),
+    ]
 
-    bad = make_settings(tmp_path, PLAN_CASCADE_WEBHOOK_SECRET="changeme",
-                        GITHUB_API_URL="https://ghe.example.com")
+    bad = make_settings(
+        tmp_path, PLAN_CASCADE_WEBHOOK_SECRET="changeme", GITHUB_API_URL="https://ghe.example.com"
+    )
 
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused")

@@ -53,8 +53,9 @@ def plan():
 
 
 def approval(plan, user="alice", **kw) -> Approval:
-    return Approval(user=user, at=T0, via=kw.pop("via", "command"), plan_hash=kw.pop("plan_hash", plan.plan_hash),
-                    **kw)
+    return Approval(
+        user=user, at=T0, via=kw.pop("via", "command"), plan_hash=kw.pop("plan_hash", plan.plan_hash), **kw
+    )
 
 
 def test_new_plan_awaits_approval_with_batches(plan) -> None:
@@ -140,8 +141,13 @@ def test_state_round_trips_through_the_hidden_block(plan) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    ["", "no marker", "<!-- plan-cascade:state v1 !!!notbase64 -->", "<!-- plan-cascade:state v9 AAAA -->",
-     "<!-- plan-cascade:state v1 aGVsbG8= -->"],
+    [
+        "",
+        "no marker",
+        "<!-- plan-cascade:state v1 !!!notbase64 -->",
+        "<!-- plan-cascade:state v9 AAAA -->",
+        "<!-- plan-cascade:state v1 aGVsbG8= -->",
+    ],
 )
 def test_unreadable_blocks_decode_to_none(body) -> None:
     assert decode_state(body) is None

@@ -25,10 +25,34 @@ def test_github_documented_signature_vector() -> None:
     assert not signature_ok("another secret", body, expected)
 
 
+def _fake_github_for_fixtures():
+    """A lenient fake GitHub holding every repository and issue the fixtures mention."""
+    from bot.testing import fake_github_model as m
+    from bot.testing.fake_github import FakeGitHub
+
+    fake = FakeGitHub(api_url="http://github.test")
+    for name in fixture_names():
+        payload = load_fixture(name)
+        repo = (payload.get("repository") or {}).get("full_name")
+        if not repo:
+            continue
+        if repo not in fake.repos:
+            fake.add_repo(repo)
+        number = (payload.get("issue") or payload.get("pull_request") or {}).get("number")
+        if number and number not in fake.repo(repo).issues:
+            fake.repo(repo).issues[number] = m.FakeIssue(number, "fixture", "", "octocat", [])
+    return fake
+
+
 @pytest.fixture
 async def server(tmp_path: Path):
-    settings = make_settings(tmp_path)
-    runtime = build_runtime(settings)
+    from bot.services import Services
+
+    settings = make_settings(tmp_path, GITHUB_API_URL="http://github.test")
+    fake = _fake_github_for_fixtures()
+    runtime = build_runtime(
+        settings, services=Services(settings=settings, extras={"github_transport": fake.transport()})
+    )
     await runtime.db.migrate()
     app = create_app(settings, runtime=runtime, start_workers=False, migrate=False)
     async with asgi_client(app) as client:
@@ -103,7 +127,7 @@ async def test_forged_or_unsigned_deliveries_are_rejected(server, signature) -> 
 async def test_sha1_only_signature_is_rejected(server) -> None:
     from githubkit.webhooks import sign
 
-    client, runtime = server
+    client, _ = server
     body = encode(load_fixture("ping.event.1"))
     headers = signed_headers(body, secret=WEBHOOK_SECRET, event="ping")
     del headers["X-Hub-Signature-256"]

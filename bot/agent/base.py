@@ -39,6 +39,10 @@ class AgentTask(BaseModel):
         default="auto", description="auto = run tool commands in bubblewrap when usable; none = don't."
     )
     transcript_path: Path = Field(description="Where the run's JSON-lines transcript is written.")
+    path: str | None = Field(
+        default=None,
+        description="PATH for tool commands (PLAN_CASCADE_TOOL_PATH); None means the safe default.",
+    )
 
 
 class AgentResult(BaseModel):

@@ -71,10 +71,13 @@ class CommandAgent:
             worktree=shlex.quote(str(task.worktree)),
         )
 
-    def _path(self) -> str:
-        """SAFE_PATH, preceded by the directory of ``binary`` so the command finds it."""
-        found = shutil.which(self.binary) if self.binary else None
-        return f"{Path(found).parent}:{SAFE_PATH}" if found else SAFE_PATH
+    def _path(self, base: str | None = None) -> str:
+        """The task's PATH (or SAFE_PATH), preceded by the directory of ``binary`` so it is found."""
+        base = base or SAFE_PATH
+        if not self.binary:
+            return base
+        found = shutil.which(self.binary, path=f"{base}:{SAFE_PATH}") or shutil.which(self.binary)
+        return f"{Path(found).parent}:{base}" if found else base
 
     async def run(self, task: AgentTask) -> AgentResult:
         transcript = Transcript(task.transcript_path)
@@ -99,7 +102,7 @@ class CommandAgent:
         outcome = await run_process(
             command,
             cwd=task.worktree,
-            env=scrubbed_env(home=task.home, extra={"PATH": self._path()}),
+            env=scrubbed_env(home=task.home, extra={"PATH": self._path(task.path)}),
             timeout=task.limits.max_wall_seconds,
             output_limit=max(task.limits.output_limit_chars, SUMMARY_CHARS),
             sandbox="none",

@@ -61,6 +61,7 @@ class ToolContext:
     sandbox: Literal["auto", "none"] = "auto"
     timeout_s: float = 120.0
     output_limit: int = 20_000
+    path: str | None = None
 
     @classmethod
     def for_task(cls, task: AgentTask) -> ToolContext:
@@ -72,6 +73,7 @@ class ToolContext:
             sandbox=task.sandbox,
             timeout_s=float(task.limits.tool_timeout_seconds),
             output_limit=task.limits.output_limit_chars,
+            path=task.path,
         )
 
 
@@ -215,7 +217,7 @@ async def bash(ctx: ToolContext, args: BashArgs) -> str:
     result = await run_process(
         args.command,
         cwd=ctx.root,
-        env=scrubbed_env(home=ctx.home),
+        env=scrubbed_env(home=ctx.home, extra={"PATH": ctx.path} if ctx.path else None),
         timeout=ctx.timeout_s,
         output_limit=ctx.output_limit,
         sandbox=ctx.sandbox,

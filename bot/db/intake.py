@@ -67,8 +67,14 @@ class DeliveryWriter:
         for rec in records:
             unique.setdefault(rec.id, rec)
         rows = [
-            {"id": r.id, "event": r.event, "action": r.action, "target": r.target,
-             "outcome": r.outcome, "received_at": r.received_at}
+            {
+                "id": r.id,
+                "event": r.event,
+                "action": r.action,
+                "target": r.target,
+                "outcome": r.outcome,
+                "received_at": r.received_at,
+            }
             for r in unique.values()
         ]
         if self.db.is_sqlite:

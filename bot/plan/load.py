@@ -23,8 +23,9 @@ class _PlanLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise ConstructorError(None, None, "YAML aliases (*name) are not allowed in a PRD",
-                                   event.start_mark)
+            raise ConstructorError(
+                None, None, "YAML aliases (*name) are not allowed in a PRD", event.start_mark
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from bot.plan import short_hash
 from bot.state import PlanState, StoryStatus
@@ -34,8 +35,14 @@ def pr_title(state: PlanState, batch: int, story_ids: list[str]) -> str:
 
 
 def pr_body(
-    state: PlanState, batch: int, story_ids: list[str], *, plan_url: str, integration: dict[str, str],
-    draft_reason: str | None = None, base_note: str | None = None,
+    state: PlanState,
+    batch: int,
+    story_ids: list[str],
+    *,
+    plan_url: str,
+    integration: Mapping[str, str],
+    draft_reason: str | None = None,
+    base_note: str | None = None,
 ) -> str:
     """The PR body from `templates/pr_body.md.j2`, within GitHub's size limit."""
     from bot.rendering.env import template_env
@@ -45,21 +52,46 @@ def pr_body(
     stories = []
     for sid in story_ids:
         story, record = state.prd.story(sid), state.stories[sid]
-        stories.append({
-            "id": sid, "title": story.title, "description": story.description,
-            "criteria": story.acceptance_criteria, "passed": record.status == StoryStatus.PASSED,
-            "gates": ", ".join(f"{k}: {v}" for k, v in sorted(record.gates.items())) or "—",
-            "agent": record.agent or "—", "model": record.model or "—", "attempts": record.attempts,
-            "tokens": record.tokens, "cost": record.cost_usd,
-        })
-    failed = [{"id": sid, "reason": state.stories[sid].reason or state.stories[sid].status.value}
-              for sid in batch_ids if sid not in story_ids]
-    body = template_env().get_template("pr_body.md.j2").render(
-        marker=batch_marker(state.repo, state.issue, batch), closes=batch == total, issue=state.issue,
-        batch=batch, total=total, plan_url=plan_url, revision=state.revision,
-        short_hash=short_hash(state.plan_hash), stories=stories, failed=failed, integration=integration,
-        draft_reason=draft_reason, base_note=base_note,
-        total_tokens=sum(s["tokens"] for s in stories), total_cost=sum(s["cost"] for s in stories),
+        stories.append(
+            {
+                "id": sid,
+                "title": story.title,
+                "description": story.description,
+                "criteria": story.acceptance_criteria,
+                "passed": record.status == StoryStatus.PASSED,
+                "gates": ", ".join(f"{k}: {v}" for k, v in sorted(record.gates.items())) or "—",
+                "agent": record.agent or "—",
+                "model": record.model or "—",
+                "attempts": record.attempts,
+                "tokens": record.tokens,
+                "cost": record.cost_usd,
+            }
+        )
+    failed = [
+        {"id": sid, "reason": state.stories[sid].reason or state.stories[sid].status.value}
+        for sid in batch_ids
+        if sid not in story_ids
+    ]
+    body = (
+        template_env()
+        .get_template("pr_body.md.j2")
+        .render(
+            marker=batch_marker(state.repo, state.issue, batch),
+            closes=batch == total,
+            issue=state.issue,
+            batch=batch,
+            total=total,
+            plan_url=plan_url,
+            revision=state.revision,
+            short_hash=short_hash(state.plan_hash),
+            stories=stories,
+            failed=failed,
+            integration=integration,
+            draft_reason=draft_reason,
+            base_note=base_note,
+            total_tokens=sum(s["tokens"] for s in stories),
+            total_cost=sum(s["cost"] for s in stories),
+        )
     )
     if len(body) > BODY_LIMIT:
         note = "\n\n_(trimmed to GitHub's size limit; see the plan comment for the rest)_"

@@ -27,9 +27,7 @@ def event_of(fixture: str) -> str:
     return fixture.split(".", 1)[0]
 
 
-def signed_headers(
-    body: bytes, *, secret: str, event: str, delivery_id: str | None = None
-) -> dict[str, str]:
+def signed_headers(body: bytes, *, secret: str, event: str, delivery_id: str | None = None) -> dict[str, str]:
     """The headers of a delivery of `body` signed with `secret`."""
     return {
         "X-GitHub-Event": event,

@@ -52,6 +52,8 @@ class Mirror:
         self._token_provider = token_provider
         self._base_env = dict(env or {})
         self._lock = asyncio.Lock()
+        self.worktree_lock = asyncio.Lock()
+        """Serialises `git worktree add/remove/prune`: they write the mirror's shared config."""
 
     def local_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """Env for git commands that do not talk to the remote (no token)."""

@@ -66,15 +66,20 @@ async def add_worktree(
     branch is checked out as it is, so work can resume from it. A worktree already at
     ``path`` on ``branch`` is reused unless ``reset``.
     """
+    async with mirror.worktree_lock:
+        return await _add_locked(mirror, branch=branch, base_ref=base_ref, path=path, reset=reset)
+
+
+async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path, reset: bool) -> Worktree:
     await mirror.git("worktree", "prune")
     if (path / ".git").exists():
         if not reset and await _current_branch(path, mirror) == branch:
             return Worktree(path=path, branch=branch, mirror=mirror)
-        await remove_worktree(Worktree(path=path, branch=branch, mirror=mirror))
+        await _remove_locked(Worktree(path=path, branch=branch, mirror=mirror))
     exists = await mirror.git("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     if reset or exists.returncode != 0:
-        await mirror.git("worktree", "add", "-B", branch, str(path), base_ref)
+        await mirror.git("worktree", "add", "--no-track", "-B", branch, str(path), base_ref)
     else:
         await mirror.git("worktree", "add", str(path), branch)
     return Worktree(path=path, branch=branch, mirror=mirror)
@@ -82,6 +87,11 @@ async def add_worktree(
 
 async def remove_worktree(wt: Worktree) -> None:
     """Remove the worktree and its registration; idempotent, fine if the dir is already gone."""
+    async with wt.mirror.worktree_lock:
+        await _remove_locked(wt)
+
+
+async def _remove_locked(wt: Worktree) -> None:
     if wt.mirror.exists():
         await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
     if wt.path.exists():

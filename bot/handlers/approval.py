@@ -1,0 +1,182 @@
+"""The approval gate: nothing runs until permitted users approve the exact plan revision.
+
+Three ways in: `/plan-cascade approve [batch N | STORY-…]`, a 👍 on the plan comment
+(polled: GitHub sends no webhook for reactions), and an approving review on the plan
+pull request (see `plan_pr`). Each records who, when, how and the revision hash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Literal
+
+from bot.commands import Command
+from bot.db.queue import ClaimedJob
+from bot.errors import StateError
+from bot.handlers.session import Session, open_session
+from bot.plans import LoadedPlan
+from bot.rendering import messages
+from bot.services import Services
+from bot.state import Approval, PlanState, PlanStatus, add_approval, scope_for
+from bot.worker import JobKinds
+
+log = logging.getLogger(__name__)
+kinds = JobKinds()
+POLL_JOB = "poll_approvals"
+EXECUTE_JOB = "execute_plan"
+
+
+async def approve_command(session: Session, cmd: Command, *, actor: str, association: str | None) -> None:
+    """`/plan-cascade approve …`: record the approval of the current revision."""
+    loaded = await session.load_plan()
+    if loaded is None:
+        await session.reply(messages.state_refusal("approve", "this issue has no plan to approve"))
+        return
+    verdict = await session.may_approve(actor, association)
+    if not verdict.allowed:
+        approvers = list(session.config.approvers) if session.config else []
+        await session.reply(messages.permission_denied(actor, verdict.permission, approvers=approvers))
+        return
+    try:
+        scope = scope_for(loaded.state, batch=cmd.batch, story_ids=cmd.stories or None)
+        if cmd.batch is None and not cmd.stories:
+            scope = []
+        await record_approval(session, loaded, user=actor, via="command", scope=scope)
+    except StateError as exc:
+        await session.reply(messages.state_refusal("approve", exc.message))
+
+
+async def record_approval(
+    session: Session,
+    loaded: LoadedPlan,
+    *,
+    user: str,
+    via: Literal["reaction", "command", "review"],
+    scope: list[str],
+    plan_hash: str | None = None,
+    reply: bool = True,
+) -> PlanState:
+    """Add an approval, save the plan, start execution when approved."""
+    from bot.handlers.planning import save_plan
+
+    approval = Approval(
+        user=user,
+        at=session.services.clock(),
+        via=via,
+        plan_hash=plan_hash or loaded.state.plan_hash,
+        scope=scope,
+    )
+    before = loaded.state
+    state, outcome = add_approval(before, approval)
+    if state == before:
+        if reply:
+            await session.reply(messages.approval_recorded(state, user, outcome=outcome))
+        return state
+    saved = await save_plan(session, state, comment_id=loaded.comment_id)
+    if reply:
+        await session.reply(messages.approval_recorded(state, user, outcome=outcome))
+    if state.status == PlanStatus.APPROVED or (before.status == PlanStatus.PAUSED and outcome == "approved"):
+        await start_execution(session, saved)
+    return state
+
+
+async def start_execution(session: Session, loaded: LoadedPlan) -> None:
+    """Queue the plan's execution (its own job group, so `cancel` is never stuck behind it)."""
+    enqueue = session.services.enqueue
+    if enqueue is None:
+        log.warning("no executor wired: plan %s#%s approved but not started", session.repo, session.issue)
+        return
+    await enqueue(
+        EXECUTE_JOB,
+        f"{session.repo}#{session.issue}/run",
+        {
+            "repo": session.repo,
+            "issue": session.issue,
+            "installation_id": session.installation_id,
+            "plan_hash": loaded.state.plan_hash,
+        },
+    )
+
+
+async def poll_reactions(session: Session, loaded: LoadedPlan | None = None) -> PlanState | None:
+    """Look for 👍 on the plan comment (conditional request: a 304 costs no rate limit)."""
+    loaded = loaded or await session.load_plan()
+    if loaded is None or loaded.state.status not in (PlanStatus.AWAITING_APPROVAL, PlanStatus.PAUSED):
+        return None
+    page = await session.port.list_comment_reactions(
+        session.repo, loaded.comment_id, etag=loaded.reactions_etag
+    )
+    if page.reactions is None:  # 304 Not Modified
+        return None
+    loaded.reactions_etag = page.etag
+    state = loaded.state
+    ignored = set(state.ignored_reactions)
+    for reaction in page.reactions:
+        if reaction.content != "+1" or reaction.id in ignored:
+            continue
+        if any(a.user == reaction.user_login and a.plan_hash == state.plan_hash for a in state.approvals):
+            continue
+        verdict = await session.may_approve(reaction.user_login)
+        if not verdict.allowed:
+            log.info(
+                "👍 by %s does not count (%s)", reaction.user_login, verdict.reason or verdict.permission
+            )
+            continue
+        try:
+            state = await record_approval(
+                session,
+                LoadedPlan(state, loaded.comment_id, page.etag),
+                user=reaction.user_login,
+                via="reaction",
+                scope=[],
+            )
+        except StateError as exc:
+            log.info("👍 by %s not recorded: %s", reaction.user_login, exc.message)
+        if state.status != PlanStatus.AWAITING_APPROVAL:
+            break
+    await session.store.cache(
+        LoadedPlan(state, loaded.comment_id, page.etag), installation_id=session.installation_id
+    )
+    return state
+
+
+@kinds.register(POLL_JOB)
+async def run_poll_job(job: ClaimedJob, services: Services) -> None:
+    """Poll one plan's reactions (queued by the poller in the plan's job group)."""
+    data = job.payload
+    session = await open_session(
+        services, repo=data["repo"], issue=int(data["issue"]), installation_id=data.get("installation_id")
+    )
+    await session.load_config()
+    if session.config is None:
+        return
+    await poll_reactions(session)
+
+
+async def approval_poller(services: Services, stop: asyncio.Event) -> None:
+    """Every PLAN_CASCADE_APPROVAL_POLL_SECONDS, queue a reaction poll per plan awaiting approval."""
+    interval = services.settings.approval_poll_seconds
+    while not stop.is_set():
+        try:
+            await queue_polls(services)
+        except Exception:
+            log.exception("queueing approval polls failed")
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+        except TimeoutError:
+            pass
+
+
+async def queue_polls(services: Services) -> int:
+    """Queue one poll job per cached plan that awaits approval; returns how many."""
+    if services.enqueue is None:
+        return 0
+    records = await services.plan_store.with_status(PlanStatus.AWAITING_APPROVAL, PlanStatus.PAUSED)
+    for record in records:
+        await services.enqueue(
+            POLL_JOB,
+            f"{record.repo}#{record.issue_number}",
+            {"repo": record.repo, "issue": record.issue_number, "installation_id": record.installation_id},
+        )
+    return len(records)

@@ -1,0 +1,171 @@
+"""The `execute_plan` job: build a Run for an approved plan and drive the engine.
+
+`cancel` kills running agents and gates (their process groups), removes the worktrees and
+marks the plan cancelled. In this process it cancels the engine task directly; another
+process notices the cancelled status in the database within a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from bot.db.queue import ClaimedJob
+from bot.handlers.approval import EXECUTE_JOB
+from bot.handlers.session import Session, open_session
+from bot.orchestration.engine import Run, execute
+from bot.services import Services
+from bot.state import PlanState, PlanStatus, StoryStatus, transition
+from bot.worker import JobKinds
+from bot.workspace.mirror import Mirror, mirror_slug
+
+log = logging.getLogger(__name__)
+kinds = JobKinds()
+RUNNABLE = (PlanStatus.APPROVED, PlanStatus.RUNNING, PlanStatus.PAUSED, PlanStatus.FAILED)
+
+
+@dataclass
+class Running:
+    """An engine task of this process, for `cancel`."""
+
+    run: Run
+    task: asyncio.Task[PlanState]
+
+
+def _registry(services: Services) -> dict[str, Running]:
+    return services.extras.setdefault("running", {})  # type: ignore[no-any-return]
+
+
+async def build_run(session: Session, state: PlanState, comment_id: int, comment_url: str | None) -> Run:
+    """Everything the engine needs for this plan on this server."""
+    from bot.agent.registry import AgentRegistry
+    from bot.handlers.planning import save_plan
+    from bot.publishing.github import GitHubPublisher, GitHubReporter
+
+    services, config = session.services, session.config
+    assert config is not None and session.clone_url is not None
+    data = services.settings.data_dir.resolve()
+    slug = mirror_slug(session.clone_url)
+    mirror = Mirror(root=data, clone_url=session.clone_url, token_provider=session.port.git_token)
+
+    async def save_comment(new: PlanState) -> None:
+        await save_plan(session, new, comment_id=comment_id)
+
+    llm_for = services.llm_for
+
+    def llm_factory() -> Any:
+        assert llm_for is not None
+        return llm_for(config, None)
+
+    reflection_llm = None
+    if llm_for is not None:
+        try:
+            reflection_llm = llm_for(config, None)
+        except Exception as exc:  # no key configured: reflection is skipped, execution goes on
+            log.info("no reflection model: %s", exc)
+    return Run(
+        state=state,
+        config=config,
+        mirror=mirror,
+        base_branch=config.execution.base_branch or session.default_branch,
+        branch_prefix=f"plan-cascade/{session.issue}",
+        work_root=data / "worktrees" / slug / str(session.issue),
+        transcripts=data / "transcripts" / slug / str(session.issue),
+        agents=AgentRegistry(llm_factory if llm_for is not None else None, config.agent.commands),
+        reporter=GitHubReporter(session.port, session.repo, session.issue, save_comment=save_comment),
+        publisher=GitHubPublisher(session.port, session.repo, plan_url=comment_url or ""),
+        push=True,
+        tool_path=services.settings.tool_path,
+        clock=services.clock,
+        parallel_cap=services.extras.get("story_cap"),
+        reflection_llm=reflection_llm,
+    )
+
+
+@kinds.register(EXECUTE_JOB)
+async def run_execute_job(job: ClaimedJob, services: Services) -> None:
+    """Run (or resume) an approved plan."""
+    data = job.payload
+    session = await open_session(
+        services, repo=data["repo"], issue=int(data["issue"]), installation_id=data.get("installation_id")
+    )
+    if await session.load_config() is None:
+        await session.report_config_error()
+        return
+    loaded = await session.load_plan()
+    if loaded is None or loaded.state.status not in RUNNABLE:
+        log.info("nothing to run: plan is %s", loaded.state.status.value if loaded else "missing")
+        return
+    if data.get("plan_hash") and data["plan_hash"] != loaded.state.plan_hash:
+        log.info("execution job is for an older revision: skipped")
+        return
+    comment = await session.port.get_issue_comment(session.repo, loaded.comment_id)
+    run = await build_run(session, loaded.state, loaded.comment_id, comment.html_url)
+    key = f"{session.repo}#{session.issue}"
+    task = asyncio.create_task(execute(run))
+    _registry(services)[key] = Running(run, task)
+    watcher = asyncio.create_task(_watch_for_cancel(services, session, run, task))
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not run.cancel.is_set():
+            raise
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        _registry(services).pop(key, None)
+        await run.reporter.flush()  # type: ignore[attr-defined]
+    if run.cancel.is_set():
+        await _mark_cancelled(run, note=run.budget_note or "cancelled")
+
+
+async def _watch_for_cancel(services: Services, session: Session, run: Run, task: asyncio.Task[Any]) -> None:
+    """A cancel written by another process shows up in the database: stop within seconds."""
+    from bot.db.models import PlanRecord
+
+    if services.db is None:
+        return
+    while not task.done():
+        await asyncio.sleep(3)
+        async with services.db.read() as db:
+            row = await db.get(PlanRecord, (session.repo, session.issue))
+        if row is not None and row.status == PlanStatus.CANCELLED.value:
+            run.cancel.set()
+            task.cancel()
+            return
+
+
+async def _mark_cancelled(run: Run, *, note: str) -> None:
+    if run.state.status == PlanStatus.CANCELLED:
+        return
+    stories = {
+        sid: (
+            st.model_copy(update={"status": StoryStatus.CANCELLED})
+            if st.status in (StoryStatus.PENDING, StoryStatus.RUNNING)
+            else st
+        )
+        for sid, st in run.state.stories.items()
+    }
+    await run.update(
+        lambda s: transition(
+            s.model_copy(update={"stories": stories}), PlanStatus.CANCELLED, at=run.clock(), note=note
+        ),
+        important=True,
+    )
+
+
+async def cancel_execution(services: Services, repo: str, issue: int) -> int:
+    """Stop this process's engine for the plan; returns how many worktrees were removed."""
+    running = _registry(services).get(f"{repo}#{issue}")
+    if running is None:
+        return 0
+    active = [sid for sid, st in running.run.state.stories.items() if st.status == StoryStatus.RUNNING]
+    running.run.cancel.set()
+    running.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await asyncio.wait_for(asyncio.shield(running.task), timeout=60)
+    return len(active)

@@ -1,0 +1,105 @@
+"""Gather what the planner may see, then plan with the LLM.
+
+Only comments by users with write access reach the model; the planner gets no tools
+that write and no secrets (the LLM client holds its own key, never the prompt).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.errors import ConfigurationError, GitHubError, LLMError
+from bot.github.models import Issue
+from bot.handlers.session import Session
+from bot.permissions import is_bot
+from bot.plan import PRD, prd_to_yaml
+from bot.planning.context import IssueContext, RepoContext
+from bot.planning.planner import PlanningResult, plan_issue
+
+log = logging.getLogger(__name__)
+README_NAMES = ("README.md", "README.rst", "README")
+MANIFESTS = ("pyproject.toml", "package.json", "Cargo.toml", "go.mod", "Makefile", "requirements.txt")
+
+
+async def plan_with_llm(
+    session: Session, *, issue: Issue, notes: str, feedback: str | None, previous: PRD | None
+) -> PlanningResult:
+    """Plan the issue with the configured model(s)."""
+    config = session.config
+    assert config is not None
+    if session.services.llm_for is None:
+        raise LLMError(
+            "no language model is configured: set PLAN_CASCADE_LLM_PROVIDER and its API key, "
+            "or put a ```prd block in the issue"
+        )
+    try:
+        llm = session.services.llm_for(config, None)
+        planners = [session.services.llm_for(config, m) for m in config.llm.planning_models]
+    except ConfigurationError as exc:
+        raise LLMError(exc.message) from None
+    extra = notes.strip()
+    if feedback is not None and previous is not None:
+        extra = (
+            f"Revise the current plan (below) with this maintainer feedback:\n{feedback}\n\n"
+            f"Current plan (PRD YAML):\n{prd_to_yaml(previous)}"
+        )
+    context = IssueContext(
+        repo=session.repo,
+        number=issue.number,
+        title=issue.title,
+        body=issue.body or "",
+        author=issue.user_login,
+        comments=await trusted_comments(session),
+        notes=extra,
+        labels=list(issue.labels),
+    )
+    return await plan_issue(
+        llm=llm,
+        issue=context,
+        repo=await repo_context(session),
+        max_stories=config.limits.max_stories,
+        multi_perspective=config.llm.multi_perspective,
+        planning_llms=planners,
+        quality_review=config.llm.quality_review,
+    )
+
+
+async def trusted_comments(session: Session) -> list[tuple[str, str]]:
+    """(login, body) of the issue's comments written by users with write access."""
+    kept: list[tuple[str, str]] = []
+    for comment in await session.port.list_issue_comments(session.repo, session.issue):
+        if is_bot(comment.user_login, comment.user_type) or not comment.body:
+            continue
+        verdict = await session.may_act(comment.user_login, getattr(comment, "author_association", None))
+        if verdict.allowed:
+            kept.append((comment.user_login, comment.body))
+    return kept
+
+
+async def repo_context(session: Session) -> RepoContext:
+    """README and manifests from the default branch (each read is optional)."""
+    readme = None
+    for name in README_NAMES:
+        readme = await _read(session, name)
+        if readme:
+            break
+    manifests = {}
+    for name in MANIFESTS:
+        text = await _read(session, name)
+        if text:
+            manifests[name] = text[:8000]
+    tree: list[str] = []
+    get_tree = getattr(session.port, "list_tree", None)
+    if get_tree is not None:
+        try:
+            tree = await get_tree(session.repo, session.default_branch)
+        except GitHubError as exc:
+            log.info("no file tree for planning: %s", exc.message)
+    return RepoContext(readme=readme, file_tree=tree, manifests=manifests)
+
+
+async def _read(session: Session, path: str) -> str | None:
+    try:
+        return await session.port.get_file_text(session.repo, path, ref=session.default_branch)
+    except GitHubError:
+        return None

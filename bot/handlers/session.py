@@ -1,0 +1,141 @@
+"""One issue's worth of context for a handler: the GitHub port, the repo config, the plan.
+
+Built per event by `open_session`; nothing here is global.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bot.errors import GitHubError, NotInstalled, RepoConfigError
+from bot.github.port import GitHubPort
+from bot.permissions import PermissionCache, Verdict, may_act, may_approve
+from bot.plans import LoadedPlan, PlanStore
+from bot.repoconfig import CONFIG_PATH, RepoConfig, format_config_problems_markdown, load_repo_config
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Session:
+    """What a handler needs to act on one issue of one repository."""
+
+    services: Services
+    port: GitHubPort
+    repo: str
+    issue: int
+    installation_id: int | None
+    default_branch: str
+    clone_url: str | None
+    bot_login: str | None
+    app_slug: str | None
+    config: RepoConfig | None = None
+    config_error: RepoConfigError | None = None
+    _plan: LoadedPlan | None = field(default=None, repr=False)
+
+    @property
+    def store(self) -> PlanStore:
+        """The plan store shared by the process."""
+        return self.services.plan_store
+
+    @property
+    def permissions(self) -> PermissionCache:
+        """The permission cache shared by the process."""
+        return self.services.permissions
+
+    async def load_config(self) -> RepoConfig | None:
+        """Read `.github/plan-cascade.yml` from the default branch (defaults when absent)."""
+        text = await self.port.get_file_text(self.repo, CONFIG_PATH, ref=self.default_branch)
+        try:
+            self.config = load_repo_config(text)
+            self.config_error = None
+        except RepoConfigError as exc:
+            self.config, self.config_error = None, exc
+        return self.config
+
+    async def report_config_error(self) -> None:
+        """Comment the config problems on the issue; nothing runs."""
+        assert self.config_error is not None
+        log.warning("invalid %s: %s", CONFIG_PATH, "; ".join(self.config_error.problems))
+        await self.reply(format_config_problems_markdown(self.config_error))
+
+    async def load_plan(self) -> LoadedPlan | None:
+        """The issue's plan (from the comment; rebuilt into the cache when missing)."""
+        self._plan = await self.store.load(self.port, self.repo, self.issue, bot_login=self.bot_login)
+        return self._plan
+
+    async def reply(self, body: str) -> None:
+        """A comment on the issue."""
+        await self.port.create_issue_comment(self.repo, self.issue, body=body)
+
+    async def react_issue(self, content: str) -> None:
+        """A reaction on the issue itself; failures are logged, never fatal."""
+        try:
+            await self.port.add_issue_reaction(self.repo, self.issue, content)
+        except GitHubError as exc:
+            log.warning("could not react %s on the issue: %s", content, exc.message)
+
+    async def react_comment(self, comment_id: int, content: str) -> None:
+        """A reaction on a comment; failures are logged, never fatal."""
+        try:
+            await self.port.add_comment_reaction(self.repo, comment_id, content)
+        except GitHubError as exc:
+            log.warning("could not react %s on comment %s: %s", content, comment_id, exc.message)
+
+    async def may_act(self, login: str, association: str | None = None) -> Verdict:
+        """Whether `login` has write access here."""
+        return await may_act(
+            self.port, self.permissions, repo=self.repo, login=login, association=association
+        )
+
+    async def may_approve(self, login: str, association: str | None = None) -> Verdict:
+        """Write access and, when configured, membership of `approvers:`."""
+        approvers = list(self.config.approvers) if self.config else []
+        return await may_approve(
+            self.port,
+            self.permissions,
+            repo=self.repo,
+            login=login,
+            approvers=approvers,
+            association=association,
+        )
+
+
+async def open_session(
+    services: Services,
+    *,
+    repo: str,
+    issue: int,
+    installation_id: int | None,
+    default_branch: str | None = None,
+    clone_url: str | None = None,
+) -> Session:
+    """A session for `repo#issue`, with the port for the installation."""
+    assert services.github_for is not None, "services.github_for is not wired"
+    if installation_id is None and services.settings.app_id:
+        raise NotInstalled(
+            f"the delivery for {repo} came through no App installation: configure the webhook on the "
+            "GitHub App (not on the repository) and install the App on the repository"
+        )
+    port = await services.github_for(installation_id, repo)
+    slug = await services.app_slug(port)
+    if default_branch is None or clone_url is None:
+        info = await port.get_repository(repo)
+        default_branch = default_branch or info.default_branch
+        clone_url = clone_url or info.clone_url
+    return Session(
+        services=services,
+        port=port,
+        repo=repo,
+        issue=issue,
+        installation_id=installation_id,
+        default_branch=default_branch,
+        clone_url=clone_url,
+        bot_login=services.bot_login or (f"{slug}[bot]" if slug else None),
+        app_slug=slug,
+    )

@@ -1,0 +1,209 @@
+"""The execution engine: batches in order, stories of a batch in parallel, then publish.
+
+Every transition goes through `Run.update`, which saves the state before the next step,
+so an interrupted run resumes: passed stories are never re-run and an interrupted story
+restarts from its branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bot.db.queue import utcnow
+from bot.orchestration.ports import Publisher, Reporter
+from bot.orchestration.scheduler import in_scope, outcome, runnable
+from bot.repoconfig import RepoConfig
+from bot.state import PlanState, PlanStatus, StoryStatus, skip_dependents, totals, transition, update_story
+from bot.workspace.mirror import Mirror
+
+log = logging.getLogger(__name__)
+
+
+class BudgetExceeded(Exception):
+    """The plan-wide cost or token limit was reached."""
+
+
+@dataclass
+class Run:
+    """One execution of a plan and everything it needs."""
+
+    state: PlanState
+    config: RepoConfig
+    mirror: Mirror
+    base_branch: str
+    branch_prefix: str
+    work_root: Path
+    transcripts: Path
+    agents: Any  # bot.agent.registry.AgentRegistry
+    reporter: Reporter
+    publisher: Publisher | None = None
+    push: bool = True
+    tool_path: str | None = None
+    clock: Callable[[], datetime] = utcnow
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    parallel_cap: asyncio.Semaphore | None = None
+    budget_note: str | None = None
+    reflection_llm: Any = None  # an LLM for the reflection step after failures; None skips it
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def update(self, change: Callable[[PlanState], PlanState], *, important: bool = False) -> PlanState:
+        """Apply a change to the state and save it before going on."""
+        async with self._lock:
+            self.state = change(self.state).model_copy(update={"updated_at": self.clock()})
+            await self.reporter.save(self.state, important=important)
+            return self.state
+
+    async def story(self, story_id: str, *, important: bool = False, **changes: object) -> PlanState:
+        """Change one story's record and save."""
+        return await self.update(lambda s: update_story(s, story_id, **changes), important=important)
+
+    def over_budget(self) -> str | None:
+        """Why the plan must pause for cost, or None."""
+        tokens, cost = totals(self.state)
+        limits = self.config.limits
+        if cost > limits.max_cost_usd:
+            return f"cost ${cost:.2f} passed limits.max_cost_usd (${limits.max_cost_usd:.2f})"
+        if tokens > limits.max_tokens:
+            return f"{tokens:,} tokens passed limits.max_tokens ({limits.max_tokens:,})"
+        return None
+
+
+def batch_base(run: Run, batch: int) -> str:
+    """The ref a batch's stories start from."""
+    from bot.orchestration.scheduler import batch_branch
+
+    if batch == 1 or run.config.execution.stacking == "sequential":
+        return f"refs/remotes/origin/{run.base_branch}"
+    return f"refs/heads/{batch_branch(run.branch_prefix, batch - 1)}"
+
+
+async def execute(run: Run) -> PlanState:
+    """Run the plan's approved stories to an outcome; returns the final state."""
+    from bot.orchestration.story import run_story
+
+    if run.state.status in (PlanStatus.APPROVED, PlanStatus.PAUSED, PlanStatus.FAILED):
+        await run.update(
+            lambda s: transition(s, PlanStatus.RUNNING, at=run.clock(), note=None), important=True
+        )
+    if run.state.status != PlanStatus.RUNNING:
+        log.info("plan is %s: nothing to execute", run.state.status.value)
+        return run.state
+    await run.mirror.ensure()
+    await run.mirror.fetch()
+    batches = run.state.batches_ids()
+    for number, ids in enumerate(batches, start=1):
+        if run.cancel.is_set():
+            break
+        if number > 1 and run.config.execution.stacking == "sequential" and not _previous_merged(run, number):
+            if any(
+                in_scope(run.state, sid) and run.state.stories[sid].status in (StoryStatus.PENDING,)
+                for sid in ids
+            ):
+                return await _wait_for_merge(run, number)
+        ready = runnable(run.state, ids)
+        base = batch_base(run, number)
+        if ready:
+            limit = asyncio.Semaphore(run.config.execution.max_parallel)
+            tasks = [asyncio.create_task(_guarded(run, sid, base, limit, run_story)) for sid in ready]
+            try:
+                await asyncio.gather(*tasks)
+            except BudgetExceeded:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                return await _pause_for_budget(run)
+            except asyncio.CancelledError:
+                # gather cancelled the stories; let their cleanup (worktrees, processes) finish.
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+        if run.cancel.is_set():
+            break
+        passed = [sid for sid in ids if run.state.stories[sid].status == StoryStatus.PASSED]
+        batch_state = run.state.batches[number - 1] if number - 1 < len(run.state.batches) else None
+        if passed and run.publisher is not None and ready:
+            run.state = await run.publisher.publish_batch(run, number, passed)
+        elif (
+            passed and run.publisher is not None and batch_state is not None and batch_state.pr_number is None
+        ):
+            run.state = await run.publisher.publish_batch(run, number, passed)
+    if run.cancel.is_set():
+        return run.state
+    return await _finish(run)
+
+
+async def _guarded(run: Run, sid: str, base: str, limit: asyncio.Semaphore, runner: Any) -> None:
+    async with limit:
+        if run.parallel_cap is not None:
+            async with run.parallel_cap:
+                await runner(run, sid, base)
+        else:
+            await runner(run, sid, base)
+    if run.state.stories[sid].status == StoryStatus.FAILED:
+        await run.update(lambda s: skip_dependents(s, sid, at=run.clock()), important=True)
+    reason = run.over_budget()
+    if reason:
+        run.budget_note = reason
+        raise BudgetExceeded(reason)
+
+
+def _previous_merged(run: Run, number: int) -> bool:
+    previous = run.state.batches[number - 2] if number - 2 < len(run.state.batches) else None
+    return previous is None or previous.merged or previous.pr_number is None
+
+
+async def _wait_for_merge(run: Run, number: int) -> PlanState:
+    previous = run.state.batches[number - 2]
+    note = (
+        f"waiting for batch {number - 1} (#{previous.pr_number}) to be merged before batch {number} starts "
+        "(execution.stacking: sequential)"
+    )
+    return await run.update(
+        lambda s: transition(s, PlanStatus.PAUSED, at=run.clock(), note=note), important=True
+    )
+
+
+async def _pause_for_budget(run: Run) -> PlanState:
+    from bot.rendering import messages
+
+    note = f"paused: {run.budget_note}"
+    stories = {
+        sid: (
+            st.model_copy(update={"status": StoryStatus.PENDING}) if st.status == StoryStatus.RUNNING else st
+        )
+        for sid, st in run.state.stories.items()
+    }
+    state = await run.update(
+        lambda s: transition(
+            s.model_copy(update={"stories": stories}), PlanStatus.PAUSED, at=run.clock(), note=note
+        ),
+        important=True,
+    )
+    await run.reporter.message(messages.cost_paused(state, run.config.limits.max_cost_usd))
+    return state
+
+
+async def _finish(run: Run) -> PlanState:
+    from bot.rendering import messages
+
+    end = outcome(run.state)
+    if end == PlanStatus.FAILED:
+        from bot.orchestration.reflection import reflect
+
+        revised = await reflect(run)
+        if revised is not None:
+            return revised
+    note = {
+        PlanStatus.COMPLETED: "all stories passed",
+        PlanStatus.AWAITING_APPROVAL: "the approved part is done: approve the rest to continue",
+        PlanStatus.FAILED: "some stories failed",
+    }[end]
+    state = await run.update(lambda s: transition(s, end, at=run.clock(), note=note), important=True)
+    if end == PlanStatus.FAILED:
+        await run.reporter.message(messages.plan_failed(state))
+    return state

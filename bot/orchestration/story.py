@@ -1,0 +1,251 @@
+"""One story: its worktree branch, the agent, a commit, the gates, retries with the failure fed back."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from pathlib import Path
+
+from bot.agent.base import AgentResult, AgentTask, Phase
+from bot.agent.prompt import story_prompt
+from bot.agent.repomap import repo_map
+from bot.errors import AgentError, WorkspaceError
+from bot.gates.detect import GateSpec, gates_from_config
+from bot.gates.report import GateResult, failure_feedback
+from bot.gates.run import run_gates
+from bot.orchestration.engine import Run
+from bot.orchestration.scheduler import story_branch
+from bot.plan import Story
+from bot.state import StoryStatus
+from bot.workspace.process import scrubbed_env
+from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree
+
+log = logging.getLogger(__name__)
+
+
+def tool_env(run: Run, home: Path) -> dict[str, str]:
+    """The scrubbed environment agents and gates run with (no token, no key)."""
+    return scrubbed_env(home=home, extra={"PATH": run.tool_path} if run.tool_path else None)
+
+
+def gate_specs(run: Run, story: Story, root: Path) -> list[GateSpec]:
+    """Configured or detected gates, plus the story's own verification command."""
+    g = run.config.gates
+    return gates_from_config(
+        typecheck=g.typecheck,
+        test=g.test,
+        lint=g.lint,
+        custom=[(c.name, c.command) for c in g.custom],
+        detect=g.detect,
+        root=root,
+        verification=story.verification,
+        timeout_seconds=g.timeout_seconds,
+    )
+
+
+async def run_story(
+    run: Run, story_id: str, base_ref: str, *, phase: Phase = "implementation", feedback: str | None = None
+) -> None:
+    """Run one story to passed or failed; the worktree is removed whatever happens.
+
+    `phase` is `implementation` for a first run (retries follow on their own), `refactor`
+    when the story is redone on top of a merged batch, `review` for reviewer feedback.
+    """
+    story = run.state.prd.story(story_id)
+    record = run.state.stories[story_id]
+    branch = story_branch(run.branch_prefix, story_id)
+    resume = record.status == StoryStatus.RUNNING and record.commit is not None and phase == "implementation"
+    await run.story(story_id, important=True, status=StoryStatus.RUNNING, branch=branch)
+    path = run.work_root / story_id.lower()
+    home = run.work_root / f".home-{story_id.lower()}"
+    home.mkdir(parents=True, exist_ok=True)
+    try:
+        worktree = await add_worktree(
+            run.mirror, branch=branch, base_ref=base_ref, path=path, reset=not resume
+        )
+        base_sha = await run.mirror.resolve(base_ref)
+        await _attempts(
+            run,
+            story,
+            worktree,
+            home,
+            base_sha,
+            start=record.attempts if resume else 0,
+            first_phase=phase,
+            feedback=feedback,
+        )
+    except (WorkspaceError, AgentError) as exc:
+        log.warning("story %s failed: %s", story_id, exc.message)
+        await run.story(story_id, important=True, status=StoryStatus.FAILED, reason=exc.message)
+    finally:
+        await cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home)
+
+
+async def cleanup(worktree: Worktree, home: Path) -> None:
+    """Remove a worktree (if it got created) and its HOME; runs to the end even when cancelled."""
+
+    async def remove() -> None:
+        try:
+            if worktree.path.exists():
+                await remove_worktree(worktree)
+        except WorkspaceError as exc:
+            log.warning("could not remove worktree %s: %s", worktree.path, exc.message)
+        shutil.rmtree(home, ignore_errors=True)
+
+    task = asyncio.ensure_future(remove())
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task
+        raise
+
+
+async def _attempts(
+    run: Run,
+    story: Story,
+    wt: Worktree,
+    home: Path,
+    base_sha: str,
+    *,
+    start: int,
+    first_phase: Phase = "implementation",
+    feedback: str | None = None,
+) -> None:
+    max_attempts = 1 + run.config.gates.max_retries
+    attempt = start
+    while attempt < max_attempts:
+        attempt += 1
+        phase: Phase = first_phase if attempt == 1 else "retry"
+        await run.story(story.id, attempts=attempt)
+        result = await _run_agent(run, story, wt, home, phase=phase, feedback=feedback, attempt=attempt)
+        sha = await commit_all(
+            wt,
+            message=f"{story.id}: {story.title}",
+            author_name=run.config.agent.author_name,
+            author_email=run.config.agent.author_email,
+            trailers={"Plan-Cascade-Plan": run.state.plan_hash},
+        )
+        head = await head_sha(wt)
+        if head == base_sha:
+            reason = result.reason if result.status != "finished" else None
+            await run.story(
+                story.id,
+                important=True,
+                status=StoryStatus.FAILED,
+                reason=reason or f"the agent ({result.agent}) changed nothing",
+            )
+            return
+        if sha is not None:
+            await run.story(story.id, commit=head)
+            if run.push:
+                await _push(run, wt.branch)
+        results = await _gates(run, story, wt, home, head, attempt)
+        failed = [r for r in results if not r.passed]
+        if result.status != "finished" and not results:
+            feedback = result.reason
+            continue
+        if not failed:
+            await run.story(
+                story.id,
+                important=True,
+                status=StoryStatus.PASSED,
+                reason=None,
+                summary=result.summary[:2000] or None,
+            )
+            return
+        feedback = failure_feedback(failed)
+    names = _failed_gates(run, story)
+    await run.story(
+        story.id,
+        important=True,
+        status=StoryStatus.FAILED,
+        reason=f"gates still failing after {attempt} attempt(s): {names}",
+    )
+
+
+def _failed_gates(run: Run, story: Story) -> str:
+    gates = run.state.stories[story.id].gates
+    return ", ".join(sorted(name for name, c in gates.items() if c != "success")) or "agent did not finish"
+
+
+async def _run_agent(
+    run: Run, story: Story, wt: Worktree, home: Path, *, phase: Phase, feedback: str | None, attempt: int
+) -> AgentResult:
+    chain = run.config.agent_chain(phase, story_type=story.type.value, story_override=story.agent)
+    agent, notes = run.agents.select(chain)
+    for note in notes:
+        log.info("%s: %s", story.id, note)
+    summaries = {
+        d: run.state.stories[d].summary or "" for d in story.depends_on if run.state.stories[d].summary
+    }
+    prompt = story_prompt(
+        prd=run.state.prd,
+        story=story,
+        dependency_summaries=summaries,
+        repo_map=repo_map(wt.path, focus_files=list(story.files)),
+        phase=phase,
+        feedback=feedback,  # type: ignore[arg-type]
+    )
+    transcript = run.transcripts / f"{story.id.lower()}-attempt-{attempt}.jsonl"
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    task = AgentTask(
+        story=story,
+        prd=run.state.prd,
+        phase=phase,
+        worktree=wt.path,
+        home=home,
+        prompt=prompt,  # type: ignore[arg-type]
+        feedback=feedback,
+        deny=list(run.config.paths.deny),
+        limits=run.config.agent.limits,
+        sandbox=run.config.agent.sandbox,
+        transcript_path=transcript,
+        path=run.tool_path,
+    )
+    result = await agent.run(task)
+    record = run.state.stories[story.id]
+    await run.story(
+        story.id,
+        agent=result.agent,
+        model=result.model,
+        tokens=record.tokens + result.usage.input_tokens + result.usage.output_tokens,
+        cost_usd=record.cost_usd + result.cost_usd,
+    )
+    return result
+
+
+async def _gates(
+    run: Run, story: Story, wt: Worktree, home: Path, head: str, attempt: int
+) -> list[GateResult]:
+    specs = gate_specs(run, story, wt.path)
+    scope = story.id
+
+    async def started(spec: GateSpec) -> object:
+        return await run.reporter.gate_started(scope=scope, gate=spec, head_sha=head, attempt=attempt)
+
+    async def finished(spec: GateSpec, handle: object, result: GateResult, annotations: list) -> None:  # type: ignore[type-arg]
+        from bot.gates.report import conclusion
+
+        record = run.state.stories[story.id]
+        await run.story(story.id, gates={**record.gates, spec.name: conclusion(result)})
+        await run.reporter.gate_finished(
+            handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=head
+        )
+
+    return await run_gates(
+        specs,
+        cwd=wt.path,
+        env=tool_env(run, home),
+        default_timeout=run.config.gates.timeout_seconds,
+        attempt=attempt,
+        started=started,
+        finished=finished,
+        sandbox=run.config.agent.sandbox,
+    )
+
+
+async def _push(run: Run, branch: str) -> None:
+    """Push a story branch: ours alone, so a lease on what the remote has now."""
+    remote = await run.mirror.remote_sha(branch)
+    await run.mirror.push(branch, expected_remote_sha=remote, force=True)

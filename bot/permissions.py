@@ -1,0 +1,88 @@
+"""Who may act: write access (admin, maintain, write), checked with GitHub and cached briefly.
+
+`author_association` is only a cheap pre-filter: someone who is not an owner, member or
+collaborator cannot hold write access, so no API call is spent on them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from bot.github.port import GitHubPort, Permission
+
+WRITE_ROLES: frozenset[str] = frozenset({"admin", "maintain", "write"})
+# Associations that can come with write access; everyone else is refused without a call.
+MAY_HAVE_WRITE: frozenset[str] = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a user may act, with their permission for the reply."""
+
+    allowed: bool
+    permission: str
+    reason: str = ""
+
+
+@dataclass
+class PermissionCache:
+    """(repo, login) → permission for `ttl` seconds. One per process; injectable clock."""
+
+    ttl: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    _entries: dict[tuple[str, str], tuple[float, Permission]] = field(default_factory=dict)
+
+    async def permission(self, port: GitHubPort, repo: str, login: str) -> Permission:
+        """The user's role, from the cache or GitHub's collaborator permission API."""
+        key = (repo.lower(), login.lower())
+        hit = self._entries.get(key)
+        now = self.clock()
+        if hit and now - hit[0] < self.ttl:
+            return hit[1]
+        value = await port.get_permission(repo, login)
+        self._entries[key] = (now, value)
+        return value
+
+
+def is_bot(login: str, user_type: str | None) -> bool:
+    """Bots and Apps (ourselves included) never command Plan Cascade."""
+    return user_type == "Bot" or login.endswith("[bot]")
+
+
+async def may_act(
+    port: GitHubPort,
+    cache: PermissionCache,
+    *,
+    repo: str,
+    login: str,
+    association: str | None = None,
+) -> Verdict:
+    """Whether `login` may use the bot on `repo` (write access or better)."""
+    if association is not None and association.upper() not in MAY_HAVE_WRITE:
+        return Verdict(
+            False,
+            "read" if association.upper() == "CONTRIBUTOR" else "none",
+            f"author association {association}",
+        )
+    permission = await cache.permission(port, repo, login)
+    return Verdict(permission in WRITE_ROLES, permission)
+
+
+async def may_approve(
+    port: GitHubPort,
+    cache: PermissionCache,
+    *,
+    repo: str,
+    login: str,
+    approvers: Sequence[str],
+    association: str | None = None,
+) -> Verdict:
+    """Write access, and — when `approvers:` is configured — being on that list."""
+    verdict = await may_act(port, cache, repo=repo, login=login, association=association)
+    if not verdict.allowed:
+        return verdict
+    if approvers and login.lower() not in {a.lower() for a in approvers}:
+        return Verdict(False, verdict.permission, "not in the approvers list")
+    return verdict

@@ -1,0 +1,1 @@
+"""Publishing: merged batch branches, and where they go (pull requests, local branches)."""

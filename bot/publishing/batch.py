@@ -1,0 +1,140 @@
+"""Merging a batch: passed story branches into `plan-cascade/<issue>/batch-<k>`, conflicts
+re-run by their agent on top of the merged branch (refactor phase), integration gates on
+the merged head. Shared by every front door; pushing and PRs are the publisher's part.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+
+from bot.errors import WorkspaceError
+from bot.gates.report import GateResult
+from bot.orchestration.engine import Run, batch_base
+from bot.orchestration.scheduler import batch_branch, story_branch
+from bot.state import StoryStatus
+from bot.workspace.worktree import add_worktree, head_sha, merge_branches, remove_worktree
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchOutcome:
+    """What merging a batch produced."""
+
+    branch: str
+    head_sha: str
+    merged: list[str]
+    failed: dict[str, str] = field(default_factory=dict)
+    integration: list[GateResult] = field(default_factory=list)
+
+    @property
+    def gates_passed(self) -> bool:
+        """Every integration gate passed."""
+        return all(r.passed for r in self.integration)
+
+
+async def merge_batch(run: Run, batch: int, story_ids: list[str]) -> BatchOutcome:
+    """Build the batch branch from its base and the passed stories; re-run conflicting ones."""
+    branch = batch_branch(run.branch_prefix, batch)
+    base = batch_base(run, batch)
+    path = run.work_root / f"batch-{batch}"
+    wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=True)
+    author = (run.config.agent.author_name, run.config.agent.author_email)
+    try:
+        outcome = await merge_branches(
+            wt,
+            [story_branch(run.branch_prefix, sid) for sid in story_ids],
+            author_name=author[0],
+            author_email=author[1],
+            message_for=lambda b: f"Merge {b.rsplit('/', 1)[-1].upper()} into batch {batch}",
+        )
+        merged = [sid for sid in story_ids if story_branch(run.branch_prefix, sid) in outcome.merged]
+        failed: dict[str, str] = {}
+        for sid in story_ids:
+            files = outcome.conflicts.get(story_branch(run.branch_prefix, sid))
+            if files is None:
+                continue
+            if await _refactor(run, sid, batch_head=branch, files=files):
+                again = await merge_branches(
+                    wt,
+                    [story_branch(run.branch_prefix, sid)],
+                    author_name=author[0],
+                    author_email=author[1],
+                    message_for=functools.partial(_rebased_message, sid=sid, batch=batch),
+                )
+                if again.merged:
+                    merged.append(sid)
+                    continue
+            reason = "conflicts with the rest of the batch in " + ", ".join(files[:10])
+            failed[sid] = reason
+            await run.story(sid, important=True, status=StoryStatus.FAILED, reason=reason)
+        integration: list[GateResult] = []
+        head = await head_sha(wt)
+        if run.config.gates.integration and merged:
+            integration = await _integration_gates(run, wt.path, head, batch)
+        return BatchOutcome(
+            branch=branch, head_sha=head, merged=merged, failed=failed, integration=integration
+        )
+    finally:
+        try:
+            await remove_worktree(wt)
+        except WorkspaceError as exc:
+            log.warning("could not remove batch worktree: %s", exc.message)
+
+
+def _rebased_message(branch: str, *, sid: str, batch: int) -> str:
+    return f"Merge {sid} (rebased) into batch {batch}"
+
+
+async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str]) -> bool:
+    """Re-run the story on top of the merged batch branch; True when it passes its gates again."""
+    from bot.orchestration.story import run_story
+
+    log.info("%s conflicts in %s: re-running it on top of the batch (refactor phase)", story_id, files)
+    await run.story(
+        story_id,
+        status=StoryStatus.PENDING,
+        attempts=0,
+        commit=None,
+        reason=f"conflicted in {', '.join(files[:5])}; re-running on the merged batch",
+    )
+    await run_story(
+        run,
+        story_id,
+        f"refs/heads/{batch_head}",
+        phase="refactor",
+        feedback="Your earlier change conflicted with the merged batch in: " + ", ".join(files),
+    )
+    return run.state.stories[story_id].status == StoryStatus.PASSED
+
+
+async def _integration_gates(run: Run, root, head: str, batch: int) -> list[GateResult]:  # type: ignore[no-untyped-def]
+    from bot.gates.detect import GateSpec
+    from bot.gates.run import run_gates
+    from bot.orchestration.story import gate_specs, tool_env
+
+    specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
+    home = run.work_root / f".home-batch-{batch}"
+    home.mkdir(parents=True, exist_ok=True)
+    scope = f"batch-{batch}"
+
+    async def started(spec: GateSpec) -> object:
+        return await run.reporter.gate_started(scope=scope, gate=spec, head_sha=head, attempt=1)
+
+    async def finished(spec: GateSpec, handle: object, result: GateResult, annotations: list) -> None:  # type: ignore[type-arg]
+        await run.reporter.gate_finished(
+            handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=head
+        )
+
+    return await run_gates(
+        specs,
+        cwd=root,
+        env=tool_env(run, home),
+        default_timeout=run.config.gates.timeout_seconds,
+        attempt=1,
+        started=started,
+        finished=finished,
+        sandbox=run.config.agent.sandbox,
+    )

@@ -1,0 +1,244 @@
+"""The engine's ports on GitHub: state in the plan comment, gates as check runs, batches as PRs."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+from bot.errors import GitHubError
+from bot.gates.annotations import Annotation
+from bot.gates.detect import GateSpec
+from bot.gates.report import GateResult, annotation_batches, check_output, check_run_name, conclusion
+from bot.github.port import GitHubPort
+from bot.orchestration.engine import Run
+from bot.orchestration.scheduler import batch_branch
+from bot.publishing.batch import merge_batch
+from bot.rendering.pr_body import pr_body, pr_title
+from bot.state import BatchState, PlanState
+
+log = logging.getLogger(__name__)
+SaveComment = Callable[[PlanState], Awaitable[None]]
+
+
+class GitHubReporter:
+    """Saves state to the plan comment (progress at most every `interval` s) and the cache."""
+
+    def __init__(
+        self,
+        port: GitHubPort,
+        repo: str,
+        issue: int,
+        *,
+        save_comment: SaveComment,
+        interval: float = 5.0,
+        details_url: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.port = port
+        self.repo = repo
+        self.issue = issue
+        self.save_comment = save_comment
+        self.interval = interval
+        self.details_url = details_url
+        self.clock = clock
+        self._last = float("-inf")
+        self._dirty: PlanState | None = None
+
+    async def save(self, state: PlanState, *, important: bool = False) -> None:
+        """Transitions are written at once; progress edits at most once every `interval` seconds."""
+        now = self.clock()
+        if important or now - self._last >= self.interval:
+            self._last = now
+            self._dirty = None
+            await self.save_comment(state)
+        else:
+            self._dirty = state
+
+    async def flush(self) -> None:
+        """Write the last unsaved progress."""
+        if self._dirty is not None:
+            state, self._dirty = self._dirty, None
+            await self.save_comment(state)
+
+    async def gate_started(self, *, scope: str, gate: GateSpec, head_sha: str, attempt: int) -> object:
+        """Create the check run `plan-cascade / STORY-001 / test` in progress."""
+        try:
+            run = await self.port.create_check_run(
+                self.repo,
+                name=check_run_name(scope, gate.name),
+                head_sha=head_sha,
+                status="in_progress",
+                external_id=f"{scope}:{gate.name}:{attempt}",
+                details_url=self.details_url,
+                output={"title": f"{gate.name}: running (attempt {attempt})", "summary": f"`{gate.command}`"},
+            )
+            return run.id
+        except GitHubError as exc:
+            log.warning("could not create check run for %s/%s: %s", scope, gate.name, exc.message)
+            return None
+
+    async def gate_finished(
+        self,
+        handle: object,
+        *,
+        scope: str,
+        gate: GateSpec,
+        result: GateResult,
+        annotations: list[Annotation],
+        head_sha: str,
+    ) -> None:
+        """Complete the check run; annotations go 50 per request."""
+        if not isinstance(handle, int):
+            return
+        batches = annotation_batches(annotations)
+        output = dict(check_output(result, annotations=annotations))
+        try:
+            await self.port.update_check_run(
+                self.repo,
+                handle,
+                status="completed",
+                conclusion=conclusion(result),
+                output={**output, "annotations": batches[0] if batches else []},
+            )
+            for chunk in batches[1:]:
+                await self.port.update_check_run(self.repo, handle, output={**output, "annotations": chunk})
+        except GitHubError as exc:
+            log.warning("could not complete check run %s: %s", handle, exc.message)
+
+    async def message(self, body: str) -> None:
+        """A comment on the plan's issue."""
+        await self.port.create_issue_comment(self.repo, self.issue, body=body)
+
+
+class GitHubPublisher:
+    """One pull request per batch, stacked on the previous batch or on the default branch."""
+
+    def __init__(self, port: GitHubPort, repo: str, *, plan_url: str) -> None:
+        self.port = port
+        self.repo = repo
+        self.plan_url = plan_url
+
+    async def publish_batch(self, run: Run, batch: int, story_ids: list[str]) -> PlanState:
+        """Merge, push (never over someone else's work), open or update the PR, roll-up check."""
+        record = (
+            run.state.batches[batch - 1] if batch - 1 < len(run.state.batches) else BatchState(number=batch)
+        )
+        branch = batch_branch(run.branch_prefix, batch)
+        if record.hands_off:
+            return run.state
+        outcome = await merge_batch(run, batch, story_ids)
+        if not outcome.merged:
+            return run.state
+        remote = await run.mirror.remote_sha(branch)
+        if remote is not None and remote != record.head_sha and not await _authored_by_bot(run, remote):
+            return await self._hands_off(run, batch, record, branch)
+        await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+        integration = {r.name: conclusion(r) for r in outcome.integration}
+        failed_gate = not outcome.gates_passed
+        draft = failed_gate and run.config.publishing.draft_on_failure
+        base = (
+            run.base_branch
+            if (batch == 1 or run.config.execution.stacking == "sequential")
+            else batch_branch(run.branch_prefix, batch - 1)
+        )
+        body = pr_body(
+            run.state,
+            batch,
+            outcome.merged,
+            plan_url=self.plan_url,
+            integration=integration,
+            draft_reason="an integration gate failed" if draft else None,
+        )
+        title = pr_title(run.state, batch, outcome.merged)
+        pr = await self.port.find_pull_request(self.repo, branch, state="open")
+        if pr is None:
+            pr = await self.port.create_pull_request(
+                self.repo, title=title, body=body, head=branch, base=base, draft=draft
+            )
+            cfg = run.config.publishing
+            if cfg.reviewers or cfg.team_reviewers:
+                try:
+                    await self.port.request_reviewers(
+                        self.repo, pr.number, reviewers=cfg.reviewers, team_reviewers=cfg.team_reviewers
+                    )
+                except GitHubError as exc:
+                    log.warning("could not request reviewers: %s", exc.message)
+            if cfg.labels:
+                try:
+                    await self.port.add_labels(self.repo, pr.number, cfg.labels)
+                except GitHubError as exc:
+                    log.warning("could not label PR #%s: %s", pr.number, exc.message)
+        else:
+            await self.port.update_pull_request(self.repo, pr.number, title=title, body=body)
+        await self._rollup(run, batch, outcome.head_sha, outcome.merged, integration)
+        updated = record.model_copy(
+            update={
+                "branch": branch,
+                "pr_number": pr.number,
+                "pr_url": pr.html_url,
+                "head_sha": outcome.head_sha,
+                "draft": draft,
+                "gates": integration,
+            }
+        )
+        return await run.update(lambda s: with_batch(s, updated), important=True)
+
+    async def _rollup(
+        self, run: Run, batch: int, head: str, merged: list[str], integration: Mapping[str, str]
+    ) -> None:
+        """The `plan-cascade` check on the PR head that sums up the batch."""
+        failed = [sid for sid in run.state.batches_ids()[batch - 1] if sid not in merged]
+        bad = [n for n, c in integration.items() if c != "success"]
+        ok = not failed and not bad
+        lines = [
+            f"- {sid}: {run.state.stories[sid].status.value}" for sid in run.state.batches_ids()[batch - 1]
+        ]
+        lines += [f"- integration `{n}`: {c}" for n, c in integration.items()]
+        try:
+            await self.port.create_check_run(
+                self.repo,
+                name="plan-cascade",
+                head_sha=head,
+                status="completed",
+                conclusion="success" if ok else "failure",
+                external_id=f"batch-{batch}",
+                output={
+                    "title": f"Batch {batch}: {len(merged)} stories merged"
+                    + ("" if ok else f", {len(failed)} missing, {len(bad)} gates failing"),
+                    "summary": "\n".join(lines),
+                },
+            )
+        except GitHubError as exc:
+            log.warning("could not create the roll-up check: %s", exc.message)
+
+    async def _hands_off(self, run: Run, batch: int, record: BatchState, branch: str) -> PlanState:
+        note = (
+            f"Someone else pushed to `{branch}`, so Plan Cascade stops touching this branch; "
+            "it never overwrites human work. Continue by hand, or delete the branch to let the bot "
+            "publish again."
+        )
+        if record.pr_number is not None:
+            await self.port.create_issue_comment(self.repo, record.pr_number, body=note)
+        else:
+            await run.reporter.message(note)
+        updated = record.model_copy(update={"hands_off": True, "branch": branch})
+        return await run.update(lambda s: with_batch(s, updated), important=True)
+
+
+async def _authored_by_bot(run: Run, sha: str) -> bool:
+    """Whether the remote branch head is a commit we made (after a crash before saving state)."""
+    try:
+        await run.mirror.fetch()
+        out = await run.mirror.git("log", "-1", "--format=%ae", sha, check=False)
+    except GitHubError:
+        return False
+    return out.stdout.strip().lower() == run.config.agent.author_email.lower()
+
+
+def with_batch(state: PlanState, record: BatchState) -> PlanState:
+    batches = list(state.batches)
+    while len(batches) < record.number:
+        batches.append(BatchState(number=len(batches) + 1))
+    batches[record.number - 1] = record
+    return state.model_copy(update={"batches": batches})

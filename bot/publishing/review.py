@@ -1,0 +1,162 @@
+"""The review phase on a batch branch: the same agent-and-gates loop as a story, then a push
+that never overwrites someone else's work, and a reply that says what changed."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import replace
+from typing import Any
+
+from bot.errors import AgentError, GitHubError, WorkspaceError
+from bot.gates.detect import GateSpec
+from bot.handlers.session import Session
+from bot.orchestration.scheduler import batch_branch
+from bot.plan import Story
+from bot.publishing.github import with_batch
+from bot.state import PlanState, StoryState, StoryStatus
+from bot.workspace.git import PushRejected
+from bot.workspace.worktree import add_worktree, changed_files, head_sha, remove_worktree
+
+log = logging.getLogger(__name__)
+
+
+class _NoSave:
+    """Gate results go to GitHub as usual; the throwaway state of a review run is not saved."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def save(self, state: PlanState, *, important: bool = False) -> None:
+        return None
+
+    async def gate_started(self, *, scope: str, gate: GateSpec, head_sha: str, attempt: int) -> object:
+        return await self.inner.gate_started(scope=scope, gate=gate, head_sha=head_sha, attempt=attempt)
+
+    async def gate_finished(self, handle: object, **kwargs: Any) -> None:
+        await self.inner.gate_finished(handle, **kwargs)
+
+    async def message(self, body: str) -> None:
+        await self.inner.message(body)
+
+
+async def review_context(
+    session: Session, pr_number: int, review_id: int | None, feedback: str
+) -> tuple[str, list[str]]:
+    """The feedback plus the review's line comments, and the files they point at."""
+    lines = [feedback.strip()]
+    files: list[str] = []
+    if review_id is not None:
+        try:
+            comments = await session.port.list_review_comments(session.repo, pr_number, review_id)
+        except GitHubError as exc:
+            log.warning("could not read the review's comments: %s", exc.message)
+            comments = []
+        for c in comments:
+            lines.append(f"- {c.path}:{c.line or '?'}: {c.body}")
+            if c.path and c.path not in files:
+                files.append(c.path)
+    return "\n".join(lines), files
+
+
+async def apply_review_fix(
+    session: Session, *, batch: int, pr_number: int, feedback: str, review_id: int | None
+) -> None:
+    """Run the review phase on the batch branch and push the result."""
+    from bot.handlers.execution import build_run
+    from bot.handlers.planning import save_plan
+    from bot.orchestration.story import _attempts
+
+    loaded = await session.load_plan()
+    if loaded is None or batch > len(loaded.state.batches):
+        await session.port.create_issue_comment(
+            session.repo, pr_number, body="This batch has no plan any more."
+        )
+        return
+    record = loaded.state.batches[batch - 1]
+    branch = record.branch or batch_branch(f"plan-cascade/{session.issue}", batch)
+    if record.hands_off:
+        await session.port.create_issue_comment(
+            session.repo,
+            pr_number,
+            body=f"Someone else pushed to `{branch}`, so Plan Cascade no longer touches it.",
+        )
+        return
+    text, files = await review_context(session, pr_number, review_id, feedback)
+    story = Story(
+        id=f"FIX-{batch:03d}",
+        title=f"Address review feedback on batch {batch}",
+        description=text,
+        acceptance_criteria=["Every point of the reviewer's feedback is addressed and all gates pass"],
+        files=[f for f in files if not f.startswith(("/", ".."))],
+    )
+    comment = await session.port.get_issue_comment(session.repo, loaded.comment_id)
+    base_run = await build_run(session, loaded.state, loaded.comment_id, comment.html_url)
+    scratch = loaded.state.model_copy(
+        update={
+            "prd": loaded.state.prd.model_copy(update={"stories": [*loaded.state.prd.stories, story]}),
+            "stories": {**loaded.state.stories, story.id: StoryState(status=StoryStatus.RUNNING)},
+        }
+    )
+    run = replace(base_run, state=scratch, reporter=_NoSave(base_run.reporter))
+    await run.mirror.ensure()
+    await run.mirror.fetch()
+    remote = await run.mirror.remote_sha(branch)
+    if remote is None or (record.head_sha and remote != record.head_sha):
+        await _hands_off(session, pr_number, branch, loaded, batch)
+        return
+    path = run.work_root / f"review-{batch}"
+    home = run.work_root / f".home-review-{batch}"
+    home.mkdir(parents=True, exist_ok=True)
+    wt = await add_worktree(
+        run.mirror, branch=branch, base_ref=f"refs/remotes/origin/{branch}", path=path, reset=True
+    )
+    try:
+        before = await head_sha(wt)
+        await _attempts(run, story, wt, home, before, start=0, first_phase="review", feedback=text)
+        result = run.state.stories[story.id]
+        after = await head_sha(wt)
+        changed = await changed_files(wt, before) if after != before else []
+        if after != before and result.status == StoryStatus.PASSED:
+            try:
+                await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+            except PushRejected:
+                await _hands_off(session, pr_number, branch, loaded, batch)
+                return
+            new_record = record.model_copy(update={"head_sha": after})
+            await save_plan(session, with_batch(loaded.state, new_record), comment_id=loaded.comment_id)
+        await session.port.create_issue_comment(
+            session.repo, pr_number, body=_reply(result, changed, after != before)
+        )
+    except (WorkspaceError, AgentError) as exc:
+        await session.port.create_issue_comment(
+            session.repo, pr_number, body=f"Plan Cascade could not apply the feedback: {exc.message}"
+        )
+    finally:
+        await remove_worktree(wt)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _reply(result: StoryState, changed: list[str], moved: bool) -> str:
+    if result.status == StoryStatus.PASSED and moved:
+        files = "\n".join(f"- `{f}`" for f in changed[:50]) or "- (no file names)"
+        gates = ", ".join(f"{k}: {v}" for k, v in sorted(result.gates.items())) or "no gates"
+        summary = (result.summary or "").strip()
+        return f"Pushed a new commit for this feedback ({gates}).\n\n**Changed files**\n{files}" + (
+            f"\n\n**Agent's summary**\n\n{summary}" if summary else ""
+        )
+    reason = result.reason or "the gates did not pass"
+    return f"Plan Cascade tried to apply the feedback but did not push: {reason}."
+
+
+async def _hands_off(session: Session, pr_number: int, branch: str, loaded: Any, batch: int) -> None:
+    from bot.handlers.planning import save_plan
+
+    record = loaded.state.batches[batch - 1].model_copy(update={"hands_off": True})
+    await save_plan(session, with_batch(loaded.state, record), comment_id=loaded.comment_id)
+    await session.port.create_issue_comment(
+        session.repo,
+        pr_number,
+        body=f"Someone else pushed to `{branch}`, so Plan Cascade stops touching this branch; it never "
+        "overwrites human work.",
+    )

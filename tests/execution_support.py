@@ -1,0 +1,112 @@
+"""Real git remotes, command agents written as scripts, and Runs wired for tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bot.agent.registry import AgentRegistry
+from bot.plan import parse_prd
+from bot.repoconfig import load_repo_config
+from bot.state import PlanState, add_approval, new_plan
+from bot.testing.recording import RecordingReporter
+from bot.workspace.mirror import Mirror
+
+GIT_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "Dev",
+    "GIT_AUTHOR_EMAIL": "dev@example.com",
+    "GIT_COMMITTER_NAME": "Dev",
+    "GIT_COMMITTER_EMAIL": "dev@example.com",
+}
+
+
+def git(*args: str, cwd: Path) -> str:
+    """Run git as a developer would (own identity, no global config)."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_remote(tmp: Path, files: dict[str, str] | None = None) -> Path:
+    """A bare repository with one commit on `main`."""
+    work = tmp / "seed"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    for name, text in (files or {"README.md": "# demo\n"}).items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "initial", cwd=work)
+    bare = tmp / "remote.git"
+    git("clone", "-q", "--bare", str(work), str(bare), cwd=tmp)
+    return bare
+
+
+def agent_script(tmp: Path, name: str, body: str) -> Path:
+    """An executable bash script used as a `command` agent; `$1` is the story id."""
+    path = tmp / "agents" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/bash\nset -e\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def config_for(script: Path, extra: str = "") -> Any:
+    """A repo config whose default agent is the script (run in the worktree)."""
+    gates = "" if "gates:" in extra else "gates:\n  detect: false\n"
+    return load_repo_config(
+        f"""
+agent:
+  default: script
+  commands:
+    script: "{script} {{story_id}} {{worktree}}"
+  sandbox: none
+{gates}{extra}
+"""
+    )
+
+
+def approved_state(prd_yaml: str, *, repo: str = "octo/demo", issue: int = 7) -> PlanState:
+    """A plan approved by a maintainer."""
+    from datetime import UTC, datetime
+
+    from bot.state import Approval
+
+    prd = parse_prd(prd_yaml)
+    state = new_plan(repo=repo, issue=issue, prd=prd, at=datetime(2026, 1, 1, tzinfo=UTC))
+    approved, _ = add_approval(
+        state,
+        Approval(user="maint", at=datetime(2026, 1, 1, tzinfo=UTC), via="command", plan_hash=state.plan_hash),
+    )
+    return approved
+
+
+def make_run(tmp: Path, remote: Path, state: PlanState, config: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+    """A Run against the bare remote with a recording reporter."""
+    from bot.orchestration.engine import Run
+
+    data = tmp / "data"
+    reporter = kwargs.pop("reporter", RecordingReporter())
+    return Run(
+        state=state,
+        config=config,
+        mirror=Mirror(root=data, clone_url=f"file://{remote}"),
+        base_branch="main",
+        branch_prefix=f"plan-cascade/{state.issue}",
+        work_root=data / "worktrees",
+        transcripts=data / "transcripts",
+        agents=kwargs.pop("agents", AgentRegistry(None, config.agent.commands)),
+        reporter=reporter,
+        **kwargs,
+    )
+
+
+def remote_branches(remote: Path) -> list[str]:
+    out = git("for-each-ref", "--format=%(refname:short)", "refs/heads", cwd=remote)
+    return sorted(out.splitlines())

@@ -1,0 +1,148 @@
+"""An in-process Plan Cascade against the fake GitHub: post real (edited) fixture payloads,
+drain the queue, assert on what GitHub ends up holding. Shared by the handler tests."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from pathlib import Path
+from typing import Any
+
+from bot.server import Runtime, build_runtime, create_app
+from bot.services import Services
+from bot.testing.deliveries import encode, load_fixture, signed_headers
+from bot.testing.fake_github import FakeGitHub
+from tests.support import WEBHOOK_SECRET, asgi_client, make_settings
+
+REPO = "octo-org/hello-world"
+INSTALLATION = 4242
+_ids = itertools.count(900_000)
+
+
+def _repo_fields(payload: dict[str, Any], repo: str, clone_url: str) -> None:
+    owner, name = repo.split("/")
+    payload["repository"].update(
+        {
+            "full_name": repo,
+            "name": name,
+            "default_branch": "main",
+            "clone_url": clone_url,
+        }
+    )
+    payload["repository"]["owner"]["login"] = owner
+    payload["installation"] = {"id": INSTALLATION, "node_id": "MDIz"}
+
+
+def labeled(
+    *,
+    number: int,
+    label: str = "plan-cascade",
+    sender: str = "octo-org",
+    repo: str = REPO,
+    clone_url: str = "",
+) -> dict[str, Any]:
+    """An `issues.labeled` delivery from GitHub's published example, edited."""
+    payload = copy.deepcopy(load_fixture("issues.labeled.1"))
+    _repo_fields(payload, repo, clone_url)
+    payload["issue"]["number"] = number
+    payload["label"]["name"] = label
+    payload["sender"].update({"login": sender, "type": "User"})
+    return payload
+
+
+def commented(
+    *,
+    number: int,
+    body: str,
+    user: str = "octo-org",
+    association: str = "OWNER",
+    repo: str = REPO,
+    comment_id: int | None = None,
+    on_pr: bool = False,
+    user_type: str = "User",
+    clone_url: str = "",
+) -> dict[str, Any]:
+    """An `issue_comment.created` delivery from GitHub's published example, edited."""
+    payload = copy.deepcopy(load_fixture("issue_comment.created.1"))
+    _repo_fields(payload, repo, clone_url)
+    payload["issue"]["number"] = number
+    if not on_pr:
+        payload["issue"].pop("pull_request", None)
+    else:
+        payload["issue"]["pull_request"] = {"url": f"http://github.test/repos/{repo}/pulls/{number}"}
+    payload["comment"].update(
+        {"id": comment_id or next(_ids), "body": body, "author_association": association}
+    )
+    payload["comment"]["user"].update({"login": user, "type": user_type})
+    payload["comment"].pop("performed_via_github_app", None)
+    payload["sender"].update({"login": user, "type": user_type})
+    return payload
+
+
+class Harness:
+    """The server's runtime wired to a FakeGitHub; no network, no threads."""
+
+    def __init__(
+        self, tmp_path: Path, *, fake: FakeGitHub | None = None, execute: bool = False, **settings: Any
+    ) -> None:
+        self.tmp_path = tmp_path
+        self.fake = fake or FakeGitHub(api_url="http://github.test", strict=True)
+        self.fake.add_repo(REPO)
+        self.settings = make_settings(tmp_path, GITHUB_API_URL=self.fake.api_url, **settings)
+        services = Services(settings=self.settings, extras={"github_transport": self.fake.transport()})
+        self.runtime: Runtime = build_runtime(self.settings, services=services)
+        self.started: list[dict[str, Any]] = []
+        if not execute:
+            queue_it = services.enqueue
+            assert queue_it is not None
+
+            async def enqueue(kind: str, group: str, payload: dict[str, Any]) -> None:
+                if kind == "execute_plan":
+                    self.started.append(payload)
+                else:
+                    await queue_it(kind, group, payload)
+
+            services.enqueue = enqueue
+        self.app = create_app(self.settings, runtime=self.runtime, start_workers=False, migrate=False)
+        self.client = asgi_client(self.app)
+
+    async def __aenter__(self) -> Harness:
+        await self.runtime.db.migrate()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.aclose()
+        await self.runtime.db.dispose()
+
+    @property
+    def services(self) -> Services:
+        return self.runtime.services
+
+    async def deliver(self, event: str, payload: dict[str, Any], *, delivery: str | None = None) -> int:
+        """Post a signed delivery; returns the HTTP status."""
+        body = encode(payload)
+        headers = signed_headers(body, secret=WEBHOOK_SECRET, event=event, delivery_id=delivery)
+        resp = await self.client.post("/webhook", content=body, headers=headers)
+        return resp.status_code
+
+    async def drain(self, *, timeout: float = 120) -> list[str]:
+        """Run queued jobs until none is due; returns their outcomes. Failures are re-raised."""
+        pool = self.runtime.worker_pool(concurrency=1)
+        outcomes = []
+        async with asyncio.timeout(timeout):
+            while True:
+                job = await self.runtime.queue.claim("test-worker")
+                if job is None:
+                    return outcomes
+                outcome = await pool.run_job(job, "test-worker")
+                outcomes.append(outcome)
+                if outcome != "done":
+                    row = await self.runtime.queue.get(job.id)
+                    raise AssertionError(f"job {job.kind} failed: {row.last_error if row else '?'}")
+
+    def comments(self, number: int) -> list[str]:
+        return [c.body for c in self.fake.comments(REPO, number)]
+
+    def plan_comments(self, number: int) -> list[Any]:
+        return [c for c in self.fake.comments(REPO, number) if "<!-- plan-cascade:plan -->" in c.body]

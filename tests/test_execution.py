@@ -1,0 +1,302 @@
+"""The execution engine on real git repositories, real gate commands and script agents."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from bot.orchestration.engine import execute
+from bot.state import PlanStatus, StoryStatus, update_story
+from tests.execution_support import (
+    agent_script,
+    approved_state,
+    config_for,
+    git,
+    make_remote,
+    make_run,
+    remote_branches,
+)
+
+THREE_INDEPENDENT = """
+version: 1
+title: Three files
+summary: Write three files.
+stories:
+  - id: STORY-001
+    title: First file
+    acceptance_criteria: ["story-001.txt contains the line 'done'"]
+  - id: STORY-002
+    title: Second file
+    acceptance_criteria: ["story-002.txt contains the line 'done'"]
+  - id: STORY-003
+    title: Third file
+    acceptance_criteria: ["story-003.txt contains the line 'done'"]
+"""
+
+CHAIN = """
+version: 1
+title: A chain
+summary: Three stories, the third independent.
+stories:
+  - id: STORY-001
+    title: Base
+    acceptance_criteria: ["story-001.txt contains the line 'done'"]
+  - id: STORY-002
+    title: Built on base
+    depends_on: [STORY-001]
+    acceptance_criteria: ["story-002.txt contains the line 'done'"]
+  - id: STORY-003
+    title: Independent
+    acceptance_criteria: ["story-003.txt contains the line 'done'"]
+"""
+
+WRITE_FILE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\n'
+GATE = 'gates:\n  detect: false\n  custom:\n    - name: files\n      command: "grep -q done story-*.txt"\n'
+
+
+async def test_parallel_stories_run_in_separate_worktrees(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    script = agent_script(
+        tmp_path,
+        "slow.sh",
+        f'echo "$1 start $(date +%s.%N) $2" >> {log}\nsleep 1\n{WRITE_FILE}'
+        f'echo "$1 end $(date +%s.%N)" >> {log}\n',
+    )
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(THREE_INDEPENDENT), config_for(script, GATE))
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED, state.note
+    assert all(s.status == StoryStatus.PASSED for s in state.stories.values())
+    starts = {
+        line.split()[0]: (float(line.split()[2]), line.split()[3])
+        for line in log.read_text().splitlines()
+        if " start " in line
+    }
+    ends = {
+        line.split()[0]: float(line.split()[2]) for line in log.read_text().splitlines() if " end " in line
+    }
+    assert len({wt for _, wt in starts.values()}) == 3, "one worktree per story"
+    assert max(t for t, _ in starts.values()) < min(ends.values()), "the three ran at the same time"
+    assert remote_branches(remote) == [
+        "main",
+        "plan-cascade/7/story-001",
+        "plan-cascade/7/story-002",
+        "plan-cascade/7/story-003",
+    ]
+    log_line = git("log", "-1", "--format=%an <%ae>%n%B", "plan-cascade/7/story-002", cwd=remote)
+    assert log_line.startswith("Plan Cascade <plan-cascade[bot]@users.noreply.github.com>")
+    assert "STORY-002: Second file" in log_line
+    assert f"Plan-Cascade-Plan: {state.plan_hash}" in log_line
+    assert not any((tmp_path / "data" / "worktrees").glob("story-*")), "worktrees removed"
+
+
+async def test_gate_failure_then_success_on_retry(tmp_path: Path) -> None:
+    counter = tmp_path / "count"
+    script = agent_script(
+        tmp_path,
+        "flaky.sh",
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        'id=$(echo "$1" | tr A-Z a-z)\n'
+        'if [ $n -ge 2 ]; then echo done > "$2/$id.txt"; else echo oops > "$2/$id.txt"; fi\n',
+    )
+    remote = make_remote(tmp_path)
+    prd = THREE_INDEPENDENT.split("  - id: STORY-002")[0]
+    run = make_run(tmp_path, remote, approved_state(prd), config_for(script, GATE))
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED and story.attempts == 2
+    assert run.reporter.conclusions("STORY-001", "files") == ["failure", "success"]
+    assert git("show", "plan-cascade/7/story-001:story-001.txt", cwd=remote) == "done"
+
+
+async def test_a_failing_story_skips_its_dependents_only(tmp_path: Path) -> None:
+    script = agent_script(
+        tmp_path,
+        "fail1.sh",
+        'id=$(echo "$1" | tr A-Z a-z)\n'
+        'if [ "$1" = STORY-001 ]; then echo nope > "$2/$id.txt"; else echo done > "$2/$id.txt"; fi\n',
+    )
+    remote = make_remote(tmp_path)
+    gate = GATE.replace("grep -q done story-*.txt", "! grep -L done story-*.txt | grep -q .")
+    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, gate + "  max_retries: 1\n"))
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.FAILED
+    assert state.stories["STORY-001"].attempts == 2
+    assert state.stories["STORY-002"].status == StoryStatus.SKIPPED
+    assert "STORY-001" in state.stories["STORY-002"].reason
+    assert state.stories["STORY-003"].status == StoryStatus.PASSED
+    assert state.status == PlanStatus.FAILED
+    assert any("STORY-001" in m for m in run.reporter.messages)
+
+
+async def test_reflection_turns_a_failure_into_a_revision_awaiting_approval(tmp_path: Path) -> None:
+    import json
+
+    from bot.llm import ScriptedLLM
+
+    script = agent_script(
+        tmp_path,
+        "fail1.sh",
+        'id=$(echo "$1" | tr A-Z a-z)\n'
+        'if [ "$1" = STORY-001 ]; then echo nope > "$2/$id.txt"; else echo done > "$2/$id.txt"; fi\n',
+    )
+    remote = make_remote(tmp_path)
+    gate = GATE.replace("grep -q done story-*.txt", "! grep -L done story-*.txt | grep -q .")
+    reflection = {
+        "assessment": "needs_adjustment",
+        "summary": "STORY-001 is too big; split it.",
+        "adjustments": [
+            {
+                "kind": "add_before",
+                "story_id": "STORY-001",
+                "reason": "prepare",
+                "story": {
+                    "id": "STORY-004",
+                    "title": "Prepare the base",
+                    "acceptance_criteria": ["prep.txt exists with 1 line"],
+                },
+            }
+        ],
+    }
+    llm = ScriptedLLM([json.dumps(reflection)])
+    run = make_run(
+        tmp_path,
+        remote,
+        approved_state(CHAIN),
+        config_for(script, gate + "  max_retries: 0\n"),
+        reflection_llm=llm,
+    )
+    state = await execute(run)
+    assert state.status == PlanStatus.AWAITING_APPROVAL
+    assert (
+        state.revision == 2 and state.source == "reflection" and state.approvals == []
+    ) or state.current_approvals() == []
+    assert [s.id for s in state.prd.stories][:2] == ["STORY-004", "STORY-001"]
+    assert "STORY-004" in state.prd.story("STORY-001").depends_on
+    assert state.stories["STORY-003"].status == StoryStatus.PASSED, "passed work is kept"
+    assert "split" in (state.note or "")
+
+
+async def test_no_secret_reaches_an_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_supersecret1234")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret5678")
+    monkeypatch.setenv("PLAN_CASCADE_WEBHOOK_SECRET", "whsec-9999")
+    script = agent_script(tmp_path, "env.sh", 'env > "$2/env.txt"\n' + WRITE_FILE)
+    remote = make_remote(tmp_path)
+    prd = THREE_INDEPENDENT.split("  - id: STORY-002")[0]
+    run = make_run(tmp_path, remote, approved_state(prd), config_for(script))
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.PASSED
+    env = git("show", "plan-cascade/7/story-001:env.txt", cwd=remote)
+    assert "supersecret" not in env and "sk-ant" not in env and "whsec" not in env
+    names = {line.split("=", 1)[0] for line in env.splitlines() if "=" in line}
+    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "PWD", "SHLVL", "_", "OLDPWD"}, names
+
+
+async def test_an_agent_that_changes_nothing_fails_the_story(tmp_path: Path) -> None:
+    script = agent_script(tmp_path, "lazy.sh", "true\n")
+    remote = make_remote(tmp_path)
+    prd = THREE_INDEPENDENT.split("  - id: STORY-002")[0]
+    run = make_run(tmp_path, remote, approved_state(prd), config_for(script))
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.FAILED
+    assert "changed nothing" in state.stories["STORY-001"].reason
+
+
+async def test_cost_limit_pauses_the_plan(tmp_path: Path) -> None:
+    from bot.agent.registry import AgentRegistry
+    from bot.llm import Completion, ScriptedLLM, Usage, tool_reply
+
+    def expensive(reply: Completion) -> Completion:
+        return reply.model_copy(
+            update={"cost_usd": 0.8, "usage": Usage(input_tokens=1000, output_tokens=100)}
+        )
+
+    replies = []
+    for n in (1, 2, 3):
+        replies += [
+            expensive(tool_reply("write", {"path": f"story-00{n}.txt", "content": "done\n"})),
+            expensive(tool_reply("finish", {"summary": f"wrote story-00{n}.txt"})),
+        ]
+    llm = ScriptedLLM(replies)
+    remote = make_remote(tmp_path)
+    config = config_for(
+        agent_script(tmp_path, "unused.sh", "true\n"),
+        "execution:\n  max_parallel: 1\nlimits:\n  max_cost_usd: 2.0\n",
+    ).model_copy()
+    from bot.repoconfig import load_repo_config
+
+    config = load_repo_config(
+        "agent:\n  default: builtin\n  sandbox: none\ngates:\n  detect: false\n"
+        "execution:\n  max_parallel: 1\nlimits:\n  max_cost_usd: 2.0\n"
+    )
+    run = make_run(
+        tmp_path, remote, approved_state(THREE_INDEPENDENT), config, agents=AgentRegistry(lambda: llm, {})
+    )
+    state = await execute(run)
+    assert state.status == PlanStatus.PAUSED
+    assert "max_cost_usd" in state.note
+    passed = [sid for sid, s in state.stories.items() if s.status == StoryStatus.PASSED]
+    assert len(passed) == 2 and state.stories["STORY-003"].status == StoryStatus.PENDING
+    assert any("2.00" in m or "$2" in m for m in run.reporter.messages)
+
+
+async def test_restart_resumes_without_rerunning_finished_stories(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.txt"
+    script = agent_script(tmp_path, "count.sh", f'echo "$1" >> {calls}\n' + WRITE_FILE)
+    remote = make_remote(tmp_path)
+    state = approved_state(THREE_INDEPENDENT)
+    first = make_run(tmp_path, remote, state, config_for(script, GATE))
+    done = await execute(first)
+    assert done.status == PlanStatus.COMPLETED
+    # As if the server died mid-batch: STORY-003 was running, the others had passed.
+    interrupted = update_story(
+        done.model_copy(update={"status": PlanStatus.RUNNING}),
+        "STORY-003",
+        status=StoryStatus.RUNNING,
+        attempts=1,
+    )
+    calls.write_text("")
+    again = make_run(tmp_path, remote, interrupted, config_for(script, GATE))
+    final = await execute(again)
+    assert final.status == PlanStatus.COMPLETED
+    assert calls.read_text().split() == [] or calls.read_text().split() == ["STORY-003"]
+    assert "STORY-001" not in calls.read_text() and "STORY-002" not in calls.read_text()
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+async def test_cancel_leaves_no_processes_and_no_worktrees(tmp_path: Path) -> None:
+    marker = "314159.5"
+    script = agent_script(tmp_path, "hang.sh", f"sleep {marker} &\nsleep {marker}\n")
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(THREE_INDEPENDENT), config_for(script))
+    task = asyncio.create_task(execute(run))
+    for _ in range(200):
+        if len(_processes_with(marker)) >= 3:
+            break
+        await asyncio.sleep(0.05)
+    assert _processes_with(marker), "the agents started"
+    run.cancel.set()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.2)
+    assert _processes_with(marker) == []
+    assert [p for p in (tmp_path / "data" / "worktrees").glob("story-*")] == []
