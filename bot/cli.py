@@ -40,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="create or upgrade the database schema")
     sub.add_parser("doctor", help="check settings, database, private key and the GitHub API URL")
 
-    from bot import cli_plan
+    from bot import cli_action, cli_plan
 
     cli_plan.add_commands(sub)
+    cli_action.add_commands(sub)
     return parser
 
 
