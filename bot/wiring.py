@@ -76,12 +76,12 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     """Attach GitHub App auth, the LLM factory, the queue and the plan store for the server."""
     from bot.github.auth import installation_port, make_app_github
     from bot.github.client import GitHubKitPort
-    from bot.github.throttle import ThrottleRegistry
+    from bot.github.throttle import Throttle, ThrottleRegistry
     from bot.plans import PlanStore
 
     settings = services.settings
     transport = github_transport or services.extras.get("github_transport")
-    throttles = ThrottleRegistry()
+    throttles = ThrottleRegistry(services.extras.get("throttle_factory") or Throttle)
     state: dict[str, Any] = {}
 
     def app_github() -> Any:

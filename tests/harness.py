@@ -90,7 +90,16 @@ class Harness:
         self.fake = fake or FakeGitHub(api_url="http://github.test", strict=True)
         self.fake.add_repo(REPO)
         self.settings = make_settings(tmp_path, GITHUB_API_URL=self.fake.api_url, **settings)
-        services = Services(settings=self.settings, extras={"github_transport": self.fake.transport()})
+        from bot.github.throttle import Throttle
+
+        services = Services(
+            settings=self.settings,
+            extras={
+                "github_transport": self.fake.transport(),
+                # GitHub's pacing (1 s between writes) is tested on its own; here it would only add minutes.
+                "throttle_factory": lambda: Throttle(per_minute=100_000, min_interval=0.0),
+            },
+        )
         self.runtime: Runtime = build_runtime(self.settings, services=services)
         self.started: list[dict[str, Any]] = []
         if not execute:

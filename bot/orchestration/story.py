@@ -56,7 +56,7 @@ async def run_story(
     record = run.state.stories[story_id]
     branch = story_branch(run.branch_prefix, story_id)
     resume = record.status == StoryStatus.RUNNING and record.commit is not None and phase == "implementation"
-    await run.story(story_id, important=True, status=StoryStatus.RUNNING, branch=branch)
+    await run.story(story_id, status=StoryStatus.RUNNING, branch=branch)
     path = run.work_root / story_id.lower()
     home = run.work_root / f".home-{story_id.lower()}"
     home.mkdir(parents=True, exist_ok=True)
