@@ -16,9 +16,11 @@ from bot.worker import JobKinds
 
 def default_router() -> Router:
     """Every concern's handlers, in data-flow order."""
-    from bot.handlers import commands, planning, review
+    from bot.handlers import commands, plan_pr, planning, review
 
-    return Router.combine([installation.router, planning.router, commands.router, review.router])
+    return Router.combine(
+        [installation.router, planning.router, commands.router, plan_pr.router, review.router]
+    )
 
 
 def default_job_kinds() -> JobKinds:

@@ -124,7 +124,7 @@ async def open_session(
         )
     port = await services.github_for(installation_id, repo)
     slug = await services.app_slug(port)
-    if default_branch is None or clone_url is None:
+    if not default_branch or not clone_url:
         info = await port.get_repository(repo)
         default_branch = default_branch or info.default_branch
         clone_url = clone_url or info.clone_url
