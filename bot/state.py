@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 import zlib
@@ -317,23 +318,95 @@ PLAN_MARKER = "<!-- plan-cascade:plan -->"
 _BLOCK = re.compile(r"<!--\s*plan-cascade:state v(\d+)\s+([A-Za-z0-9+/=\s]+?)\s*-->")
 
 
-def encode_state(state: PlanState) -> str:
-    """The state as a hidden HTML comment: zlib-compressed JSON in base64."""
+def state_payload(state: PlanState) -> str:
+    """The state as zlib-compressed JSON in base64 (what the hidden block carries)."""
     raw = json.dumps(state.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
-    packed = base64.b64encode(zlib.compress(raw.encode(), 9)).decode()
-    return f"<!-- {STATE_MARKER} v1 {packed} -->"
+    return base64.b64encode(zlib.compress(raw.encode(), 9)).decode()
 
 
-def decode_state(body: str) -> PlanState | None:
-    """The state carried by a comment body, or None when it has none or it is unreadable."""
-    match = _BLOCK.search(body or "")
-    if not match or match.group(1) != "1":
-        return None
+def encode_state(state: PlanState) -> str:
+    """The state as one hidden HTML comment."""
+    return f"<!-- {STATE_MARKER} v1 {state_payload(state)} -->"
+
+
+def decode_payload(payload: str) -> PlanState | None:
+    """A state from its base64 payload, or None when it is unreadable."""
     try:
-        raw = zlib.decompress(base64.b64decode("".join(match.group(2).split()), validate=True))
+        raw = zlib.decompress(base64.b64decode("".join(payload.split()), validate=True))
         return PlanState.model_validate_json(raw)
     except (binascii.Error, zlib.error, ValueError, ValidationError):
         return None
+
+
+def decode_state(body: str) -> PlanState | None:
+    """The state carried inline by a comment body, or None when it has none or it is unreadable."""
+    match = _BLOCK.search(body or "")
+    if not match or match.group(1) != "1":
+        return None
+    return decode_payload(match.group(2))
+
+
+# -- state too big for one comment: continuation parts ------------------------------------
+# A plan comment may hold 65,536 characters. A large plan's state moves into hidden part
+# comments written by the bot; the plan comment then carries a reference naming the part
+# comments and the sha256 of the whole payload, so a tampered or missing part is detected.
+INLINE_STATE_LIMIT = 40_000
+PART_SIZE = 60_000
+_REF = re.compile(r"<!--\s*plan-cascade:state-ref v1 parts=([0-9,]+) sha256=([0-9a-f]{64})\s*-->")
+_PART = re.compile(
+    r"<!--\s*plan-cascade:state-part (\d+)/(\d+) (\S+)#(\d+)\s*-->\s*"
+    r"<!--\s*plan-cascade:state-data ([A-Za-z0-9+/=\s]+?)\s*-->"
+)
+
+
+def payload_digest(payload: str) -> str:
+    """sha256 of a state payload."""
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def state_reference(part_ids: list[int], payload: str) -> str:
+    """The hidden block that points at continuation comments."""
+    parts = ",".join(map(str, part_ids))
+    return f"<!-- plan-cascade:state-ref v1 parts={parts} sha256={payload_digest(payload)} -->"
+
+
+def parse_reference(body: str | None) -> tuple[list[int], str] | None:
+    """(part comment ids, sha256) of a plan comment whose state lives in parts."""
+    match = _REF.search(body or "")
+    if not match:
+        return None
+    return [int(i) for i in match.group(1).split(",") if i], match.group(2)
+
+
+def split_payload(payload: str, size: int = PART_SIZE) -> list[str]:
+    """The payload in chunks that each fit a comment."""
+    return [payload[i : i + size] for i in range(0, len(payload), size)] or [""]
+
+
+def part_body(*, index: int, total: int, repo: str, issue: int, chunk: str) -> str:
+    """A continuation comment: one chunk of the state, hidden, with a visible line."""
+    return (
+        f"<!-- plan-cascade:state-part {index}/{total} {repo}#{issue} -->\n"
+        f"<!-- plan-cascade:state-data {chunk} -->\n"
+        f"_Plan Cascade plan data, part {index} of {total}: the plan above is too large for one "
+        "comment. Please leave this comment as it is._\n"
+    )
+
+
+def parse_part(body: str | None) -> tuple[int, int, str, int, str] | None:
+    """(index, total, repo, issue, chunk) of a continuation comment."""
+    match = _PART.search(body or "")
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), match.group(3), int(match.group(4)), match.group(5)
+
+
+def join_parts(chunks: list[str], digest: str) -> PlanState | None:
+    """The state from its parts, or None when a part is missing or was changed."""
+    payload = "".join("".join(c.split()) for c in chunks)
+    if payload_digest(payload) != digest:
+        return None
+    return decode_payload(payload)
 
 
 def is_plan_comment(body: str | None) -> bool:

@@ -13,7 +13,7 @@ from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
 from bot.handlers.session import Session, open_session
 from bot.permissions import is_bot
 from bot.plan import PRD, changelog_lines, diff_prds, extract_prd_block, parse_prd, prd_to_yaml
-from bot.plans import LoadedPlan
+from bot.plans import LoadedPlan, write_state
 from bot.rendering import messages
 from bot.rendering.plan_comment import render_plan_comment
 from bot.repoconfig import RepoConfig
@@ -181,7 +181,7 @@ async def _current_reactions(session: Session, loaded: LoadedPlan) -> list[int]:
     return sorted(ids | set(loaded.state.ignored_reactions))
 
 
-def render(session: Session, state: PlanState) -> str:
+def render(session: Session, state: PlanState, *, state_block: str | None = None) -> str:
     """The plan comment body for `state`."""
     config: RepoConfig | None = session.config
     return render_plan_comment(
@@ -189,6 +189,7 @@ def render(session: Session, state: PlanState) -> str:
         estimate=_estimate(state, config),
         trigger_label=config.trigger_label if config else DEFAULT_TRIGGER,
         app_slug=session.app_slug,
+        state_block=state_block,
     )
 
 
@@ -205,15 +206,20 @@ def _estimate(state: PlanState, config: RepoConfig | None):  # type: ignore[no-u
 
 
 async def save_plan(session: Session, state: PlanState, *, comment_id: int | None) -> LoadedPlan:
-    """Write the plan comment (edit it when it exists) and refresh the cache."""
-    body = render(session, state)
+    """Write the plan comment (edit it when it exists) and refresh the cache.
+
+    A state too large for one comment goes into continuation comments written after the
+    plan comment, so the plan stays first in the issue's timeline.
+    """
+    previous = session._plan if session._plan and session._plan.comment_id == comment_id else None
     if comment_id is None:
-        comment = await session.port.create_issue_comment(session.repo, session.issue, body=body)
-        comment_id = comment.id
-    else:
-        await session.port.update_issue_comment(session.repo, comment_id, body=body)
-    etag = session._plan.reactions_etag if session._plan else None
-    loaded = LoadedPlan(state, comment_id, etag)
+        pending = render(session, state, state_block="<!-- plan-cascade:state-pending -->")
+        comment_id = (await session.port.create_issue_comment(session.repo, session.issue, body=pending)).id
+    block, parts = await write_state(session.port, state, existing=previous.parts if previous else {})
+    await session.port.update_issue_comment(
+        session.repo, comment_id, body=render(session, state, state_block=block)
+    )
+    loaded = LoadedPlan(state, comment_id, previous.reactions_etag if previous else None, parts)
     session._plan = loaded
     await session.store.cache(loaded, installation_id=session.installation_id)
     return loaded

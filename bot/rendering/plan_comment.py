@@ -217,12 +217,14 @@ def render_plan_comment(
     trigger_label: str = "plan-cascade",
     app_slug: str | None = None,
     limit: int = COMMENT_LIMIT,
+    state_block: str | None = None,
 ) -> str:
     """The plan comment's Markdown body, at most `limit` characters, ending with the state block.
 
-    Raises PlanValidationError when the state block alone does not fit.
+    `state_block` replaces the inline block (a reference to continuation comments when the
+    state is too large for one comment). Raises PlanValidationError when it alone does not fit.
     """
-    state_block = encode_state(state)
+    state_block = state_block or encode_state(state)
     if comment_size(PLAN_MARKER) + comment_size(state_block) + 2 > limit:
         raise PlanValidationError(
             "the plan is too large for one GitHub comment",
