@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     """How often plans awaiting approval are polled for 👍 reactions."""
     tool_path: str | None = Field(default=None, validation_alias="PLAN_CASCADE_TOOL_PATH")
     """PATH for agents and gates (their environment is scrubbed); default /usr/local/bin:/usr/bin:/bin."""
+    github_write_interval: float = Field(
+        default=1.0, ge=0, validation_alias="PLAN_CASCADE_GITHUB_WRITE_INTERVAL"
+    )
+    """Seconds between content-creating GitHub calls per installation (GitHub advises at least 1)."""
     log_level: str = Field(default="INFO", validation_alias="PLAN_CASCADE_LOG_LEVEL")
     """Python log level name."""
     job_lease_seconds: float = Field(default=300, ge=5, validation_alias="PLAN_CASCADE_JOB_LEASE_SECONDS")

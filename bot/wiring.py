@@ -83,7 +83,10 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
 
     settings = services.settings
     transport = github_transport or services.extras.get("github_transport")
-    throttles = ThrottleRegistry(services.extras.get("throttle_factory") or Throttle)
+    interval = settings.github_write_interval
+    throttles = ThrottleRegistry(
+        services.extras.get("throttle_factory") or (lambda: Throttle(per_minute=80, min_interval=interval))
+    )
     state: dict[str, Any] = {}
 
     def app_github() -> Any:
