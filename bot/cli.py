@@ -151,4 +151,8 @@ def _safe_url(url: str) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    # `python -m bot.cli` runs this file as `__main__`, a second copy of the module: dispatch
+    # through the real `bot.cli`, where every front door registered its commands.
+    from bot.cli import main as _main
+
+    raise SystemExit(_main())

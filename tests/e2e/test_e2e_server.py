@@ -7,10 +7,6 @@ GitHub and the bare repository end up holding.
 from __future__ import annotations
 
 import copy
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +17,11 @@ import pytest
 from bot.state import PlanStatus, decode_state
 from bot.testing.deliveries import encode, load_fixture, signed_headers
 from bot.testing.fake_github import FakeGitHub, serve
+from bot.testing.server_process import running_server
 from tests.execution_support import agent_script, git, make_remote, remote_branches
 from tests.support import WEBHOOK_SECRET, rsa_private_key_pem
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
 REPO = "octo-org/shop"
 INSTALLATION = 777
 PRD = """Add greetings.
@@ -47,12 +43,6 @@ stories:
     acceptance_criteria: ["story-003.txt contains the line 'done'"]
 ```
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class World:
@@ -111,59 +101,13 @@ def world(tmp_path: Path) -> Iterator[World]:
         "  sandbox: none\ngates:\n  detect: false\n  custom:\n    - name: files\n"
         '      command: "grep -q done story-*.txt"\n',
     )
-    key = tmp_path / "app.pem"
-    key.write_text(rsa_private_key_pem())
-    with serve(fake) as api:
-        port = free_port()
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(tmp_path),
-            "PLAN_CASCADE_APP_ID": "1",
-            "PLAN_CASCADE_PRIVATE_KEY_PATH": str(key),
-            "PLAN_CASCADE_WEBHOOK_SECRET": WEBHOOK_SECRET,
-            "GITHUB_API_URL": api,
-            "PLAN_CASCADE_DATA_DIR": str(tmp_path / "data"),
-            "PLAN_CASCADE_APPROVAL_POLL_SECONDS": "1",
-            "PLAN_CASCADE_GITHUB_WRITE_INTERVAL": "0",
-            "PLAN_CASCADE_LOG_LEVEL": "INFO",
-        }
-        log = (tmp_path / "server.log").open("w")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bot.cli",
-                "--env-file",
-                str(tmp_path / "none"),
-                "serve",
-                "--port",
-                str(port),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert proc.poll() is None, (tmp_path / "server.log").read_text()
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.1)
-            yield World(tmp_path, fake, api, url, remote)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log.close()
+    with (
+        serve(fake) as api,
+        running_server(
+            tmp_path, api_url=api, webhook_secret=WEBHOOK_SECRET, private_key_pem=rsa_private_key_pem()
+        ) as (url, _proc),
+    ):
+        yield World(tmp_path, fake, api, url, remote)
 
 
 def test_labelled_issue_to_pull_requests(world: World) -> None:

@@ -1,0 +1,156 @@
+"""Execution engine benchmark.
+
+    .venv/bin/python bench/execution.py
+
+1. Overhead: 12 stories in 4 batches (3 per batch, each batch depending on the previous),
+   instant agents and trivial gates, run by the engine against a bare remote; compared
+   with a plain script doing the same git operations (clone, fetch, worktree add, commit,
+   push, worktree remove) with the same parallelism. Target: engine ≤ 1.3× the script.
+2. Parallel efficiency: 6 independent stories with 2-second gates, max_parallel 1 vs 3.
+   Efficiency = T(1) / (3 × T(3)). Target ≥ 90 %.
+3. Memory: the server's RSS idle, and while six stories run (approved through the fake
+   GitHub, agents sleeping), sampled from /proc. Target: under 150 MB idle; a running
+   story costs its worktree, never a full clone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bot.orchestration.engine import execute  # noqa: E402
+from tests.execution_support import GIT_ENV, agent_script, approved_state, config_for, make_remote, make_run  # noqa: E402
+
+
+def chain_prd(batches: int, width: int) -> str:
+    lines = ["version: 1", "title: Bench", "summary: Bench plan.", "stories:"]
+    for b in range(batches):
+        for w in range(width):
+            n = b * width + w + 1
+            deps = [f"STORY-{(b - 1) * width + d + 1:03d}" for d in range(width)] if b else []
+            lines += [f"  - id: STORY-{n:03d}", f"    title: Story {n}", f"    depends_on: [{', '.join(deps)}]",
+                      f"    acceptance_criteria: ['story-{n:03d}.txt holds 1 line']"]
+    return "\n".join(lines) + "\n"
+
+
+WRITE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\n'
+
+
+async def engine_run(tmp: Path, prd: str, extra: str, script_body: str = WRITE) -> float:
+    remote = make_remote(tmp)
+    script = agent_script(tmp, "agent.sh", script_body)
+    run = make_run(tmp, remote, approved_state(prd), config_for(script, extra))
+    start = time.perf_counter()
+    state = await execute(run)
+    elapsed = time.perf_counter() - start
+    assert state.status.value == "completed", state.note
+    return elapsed
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
+
+
+def script_run(tmp: Path, batches: int, width: int) -> float:
+    """The same git operations, done directly."""
+    remote = make_remote(tmp)
+    start = time.perf_counter()
+    mirror = tmp / "mirror.git"
+    git("clone", "-q", "--bare", str(remote), str(mirror), cwd=tmp)
+    git("config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*", cwd=mirror)
+    git("fetch", "-q", "--prune", "origin", cwd=mirror)
+
+    def story(n: int) -> None:
+        wt = tmp / "wt" / f"s{n}"
+        git("worktree", "add", "-q", "--no-track", "-B", f"plan/{n}", str(wt), "refs/remotes/origin/main",
+            cwd=mirror)
+        (wt / f"story-{n:03d}.txt").write_text("done\n")
+        git("add", "-A", cwd=wt)
+        git("commit", "-q", "-m", f"STORY-{n:03d}", cwd=wt)
+        git("push", "-q", "origin", f"plan/{n}", cwd=mirror)
+        subprocess.run(["true"], cwd=wt, check=True)  # the trivial gate
+        git("worktree", "remove", "--force", str(wt), cwd=mirror)
+
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        for b in range(batches):
+            list(pool.map(story, [b * width + w + 1 for w in range(width)]))
+    return time.perf_counter() - start
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def memory() -> tuple[float, float]:
+    from bot.testing.deliveries import encode, load_fixture, signed_headers
+    from bot.testing.fake_github import FakeGitHub, serve
+    from bot.testing.server_process import running_server
+    from tests.support import rsa_private_key_pem
+
+    import httpx
+
+    tmp = Path(tempfile.mkdtemp(prefix="pc-mem-"))
+    remote = make_remote(tmp)
+    script = agent_script(tmp, "sleepy.sh", "sleep 6\n" + WRITE)
+    fake = FakeGitHub(api_url="http://127.0.0.1/api/v3")
+    fake.add_repo("o/r", clone_url=f"file://{remote}")
+    fake.set_file("o/r", ".github/plan-cascade.yml",
+                  f'agent:\n  default: s\n  commands:\n    s: "{script} {{story_id}} {{worktree}}"\n  sandbox: none\n'
+                  "gates:\n  detect: false\nexecution:\n  max_parallel: 6\n")
+    prd = "```prd\n" + chain_prd(1, 6) + "```\n"
+    fake.add_issue("o/r", title="mem", body=prd)
+    with serve(fake) as api, running_server(tmp, api_url=api, webhook_secret="s3cret-mem",
+                                            private_key_pem=rsa_private_key_pem(),
+                                            extra_env={"PLAN_CASCADE_LOG_LEVEL": "WARNING"}) as (url, proc):
+        time.sleep(2)
+        idle = rss_mb(proc.pid)
+        data = copy.deepcopy(load_fixture("issues.labeled.1"))
+        data["repository"].update({"full_name": "o/r", "clone_url": ""})
+        data["installation"] = {"id": 1}
+        data["issue"]["number"] = 1
+        data["label"]["name"] = "plan-cascade"
+        data["sender"].update({"login": "o", "type": "User"})
+        body = encode(data)
+        httpx.post(f"{url}/webhook", content=body, headers=signed_headers(body, secret="s3cret-mem", event="issues"))
+        while not fake.comments("o/r", 1):
+            time.sleep(0.1)
+        fake.add_reaction("o/r", fake.comments("o/r", 1)[0].id, "o", "+1")
+        peak, deadline = idle, time.monotonic() + 60
+        while time.monotonic() < deadline:
+            peak = max(peak, rss_mb(proc.pid))
+            if fake.requests_to("POST", r"/api/v3/repos/o/r/pulls"):
+                break
+            time.sleep(0.1)
+    return idle, peak
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        engine = await engine_run(Path(a), chain_prd(4, 3), "execution:\n  max_parallel: 3\n")
+        plain = script_run(Path(b), 4, 3)
+    print(f"12 stories in 4 batches: engine {engine:.2f} s, plain git script {plain:.2f} s, "
+          f"ratio {engine / plain:.2f}× (target ≤ 1.3×)")
+    gate = "gates:\n  detect: false\n  custom:\n    - name: slow\n      command: sleep 2\n"
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        serial = await engine_run(Path(a), chain_prd(1, 6), gate + "execution:\n  max_parallel: 1\n")
+        parallel = await engine_run(Path(b), chain_prd(1, 6), gate + "execution:\n  max_parallel: 3\n")
+    print(f"6 stories, 2 s gates: max_parallel 1 {serial:.2f} s, max_parallel 3 {parallel:.2f} s, "
+          f"efficiency {serial / (3 * parallel):.0%} (target ≥ 90 %)")
+    idle, busy = memory()
+    print(f"server RSS: idle {idle:.0f} MB, six stories running {busy:.0f} MB (target idle < 150 MB)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
