@@ -2,7 +2,9 @@
 
     .venv/bin/python bench/ingest.py [--n 2000] [--concurrency 50] [--database-url URL]
 
-Starts `plan-cascade serve --no-workers` (SQLite in a temporary data dir unless
+The load comes from `wrk` (Debian package `wrk`) when it is installed, else from an httpx
+client in this process (which then limits what can be measured). Starts
+`plan-cascade serve --no-workers` (SQLite in a temporary data dir unless
 --database-url is given) and, for comparison, a bare FastAPI endpoint that only
 reads the body, both under uvicorn in their own processes. Prints p50/p99 answer
 latency and throughput for both, then "lost" and "duplicated" computed from the
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import sqlite3
 import statistics
@@ -88,6 +91,82 @@ async def burst(
     return latencies, len(bodies) / elapsed
 
 
+WRK_SCRIPT = r"""
+local threads = {}
+function setup(thread)
+  thread:set("tid", #threads + 1)
+  table.insert(threads, thread)
+end
+function init(args)
+  counter, accepted, repeated, other = 0, 0, 0, 0
+  wrk.method, wrk.body = "POST", os.getenv("BENCH_BODY")
+  wrk.headers["Content-Type"] = "application/json"
+  wrk.headers["X-GitHub-Event"] = "issues"
+  wrk.headers["X-Hub-Signature-256"] = os.getenv("BENCH_SIGNATURE")
+end
+function request()
+  counter = counter + 1
+  local n = counter
+  if n % 21 == 0 then n = n - 1 end  -- one in 21 is a redelivery of the one before
+  wrk.headers["X-GitHub-Delivery"] = string.format("bench-%d-%d", tid, n)
+  return wrk.format()
+end
+function response(status, headers, body)
+  if status == 202 then accepted = accepted + 1
+  elseif status == 200 then repeated = repeated + 1
+  else other = other + 1 end
+end
+function done(summary, latency, requests)
+  local a, r, o = 0, 0, 0
+  for _, t in ipairs(threads) do
+    a, r, o = a + t:get("accepted"), r + t:get("repeated"), o + t:get("other")
+  end
+  io.write(string.format("RESULT %d %.3f %.3f %.3f %d %d %d\n", summary.requests,
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, summary.duration / 1e6, a, r, o))
+end
+"""
+
+
+def wrk_burst(url: str, seconds: int, concurrency: int, tmp: Path) -> tuple[float, float, float, int, int]:
+    """(p50 ms, p99 ms, requests/s, answered 202, answered 200) of a burst of `seconds`."""
+    script = tmp / "burst.lua"
+    script.write_text(WRK_SCRIPT)
+    body = encode(load_fixture("issues.labeled.1"))
+    env = {
+        **os.environ,
+        "BENCH_BODY": body.decode(),
+        "BENCH_SIGNATURE": signed_headers(body, secret=SECRET, event="issues")["X-Hub-Signature-256"],
+    }
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{concurrency}", f"-d{seconds}s", "-s", str(script), url + "/webhook"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    line = next(x for x in out.splitlines() if x.startswith("RESULT"))
+    _, count, p50, p99, secs, accepted, repeated, other = line.split()
+    if int(other):
+        raise SystemExit(f"{other} requests got an unexpected status")
+    return float(p50), float(p99), int(count) / float(secs), int(accepted), int(repeated)
+
+
+def count_wrk(db_path: Path, accepted: int) -> tuple[int, int, int]:
+    """lost = answered 202 but not in the database; duplicated = a delivery with two jobs;
+    unobserved = recorded, but answered after wrk stopped listening (in flight at the end)."""
+    conn = sqlite3.connect(db_path)
+    try:
+        rows = conn.execute("SELECT COUNT(*) FROM deliveries WHERE id LIKE 'bench-%'").fetchone()[0]
+        jobs = conn.execute("SELECT COUNT(*) FROM jobs WHERE delivery_id LIKE 'bench-%'").fetchone()[0]
+        dup = conn.execute(
+            "SELECT COALESCE(SUM(c - 1), 0) FROM (SELECT COUNT(*) c FROM jobs "
+            "WHERE delivery_id LIKE 'bench-%' GROUP BY delivery_id)"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    return max(accepted - rows, 0) + max(rows - jobs, 0), dup, max(rows - accepted, 0)
+
+
 def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
@@ -124,6 +203,7 @@ async def main() -> None:
     )
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--seconds", type=int, default=5, help="length of the wrk burst")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="pc-bench-"))
@@ -175,16 +255,34 @@ async def main() -> None:
         cwd=tmp,
         env=env,
     )
+    use_wrk = shutil.which("wrk") is not None
     try:
         await wait_ready(f"http://127.0.0.1:{port}", server)
         await wait_ready(f"http://127.0.0.1:{bare_port}", bare)
-        await burst(f"http://127.0.0.1:{bare_port}", bodies[:100], args.concurrency)  # warm-up
-        results["bare FastAPI"] = await burst(f"http://127.0.0.1:{bare_port}", bodies, args.concurrency)
-        results["plan-cascade"] = await burst(f"http://127.0.0.1:{port}", bodies, args.concurrency)
+        if use_wrk:
+            bare_r = wrk_burst(f"http://127.0.0.1:{bare_port}", args.seconds, args.concurrency, tmp)
+            ours = wrk_burst(f"http://127.0.0.1:{port}", args.seconds, args.concurrency, tmp)
+        else:
+            await burst(f"http://127.0.0.1:{bare_port}", bodies[:100], args.concurrency)  # warm-up
+            results["bare FastAPI"] = await burst(f"http://127.0.0.1:{bare_port}", bodies, args.concurrency)
+            results["plan-cascade"] = await burst(f"http://127.0.0.1:{port}", bodies, args.concurrency)
     finally:
         for proc in (server, bare):
             proc.terminate()
             proc.wait(timeout=30)
+    if use_wrk:
+        print(
+            f"{args.seconds} s of deliveries from wrk (1 in 21 a redelivery), concurrency {args.concurrency}, "
+            f"SQLite; plan-cascade answered {ours[3]} new and {ours[4]} redelivered"
+        )
+        for name, (p50, p99, rps, _a, _r) in (("bare FastAPI", bare_r), ("plan-cascade", ours)):
+            print(f"{name:>14}: p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  {rps:7.0f} deliveries/s")
+        print(f"throughput vs bare endpoint: {ours[2] / bare_r[2]:.0%}")
+        lost, duplicated, in_flight = count_wrk(tmp / "data" / "plan-cascade.db", ours[3])
+        print(
+            f"lost: {lost}, duplicated: {duplicated} ({in_flight} in flight when wrk stopped, all recorded once)"
+        )
+        return
     print(f"{len(bodies)} deliveries ({args.n} unique), concurrency {args.concurrency}, SQLite")
     for name, (lat, rps) in results.items():
         print(

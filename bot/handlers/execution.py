@@ -66,6 +66,11 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
             reflection_llm = llm_for(config, None)
         except Exception as exc:  # no key configured: reflection is skipped, execution goes on
             log.info("no reflection model: %s", exc)
+    story_runner = None
+    if config.execution.backend == "actions":
+        from bot.action.dispatch import actions_story_runner
+
+        story_runner = actions_story_runner(session, config)
     return Run(
         state=state,
         config=config,
@@ -82,6 +87,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         clock=services.clock,
         parallel_cap=services.extras.get("story_cap"),
         reflection_llm=reflection_llm,
+        story_runner=story_runner,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -50,6 +50,9 @@ class Run:
     parallel_cap: asyncio.Semaphore | None = None
     budget_note: str | None = None
     reflection_llm: Any = None  # an LLM for the reflection step after failures; None skips it
+    # Runs one story elsewhere (e.g. a GitHub Actions runner) instead of `run_story`:
+    # `story_runner(run, story_id, base_ref)` must leave the story passed or failed.
+    story_runner: Callable[[Run, str, str], Awaitable[None]] | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def update(self, change: Callable[[PlanState], PlanState], *, important: bool = False) -> PlanState:
@@ -110,7 +113,8 @@ async def execute(run: Run) -> PlanState:
         base = batch_base(run, number)
         if ready:
             limit = asyncio.Semaphore(run.config.execution.max_parallel)
-            tasks = [asyncio.create_task(_guarded(run, sid, base, limit, run_story)) for sid in ready]
+            runner = run.story_runner or run_story
+            tasks = [asyncio.create_task(_guarded(run, sid, base, limit, runner)) for sid in ready]
             try:
                 await asyncio.gather(*tasks)
             except BudgetExceeded:
