@@ -21,6 +21,50 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class DeliveryKeys:
+    """What the intake needs to route and group a delivery, read straight from the JSON."""
+
+    action: str | None
+    repo: str | None
+    number: int | None
+    installation_id: int | None
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> DeliveryKeys:
+        """Lenient reads: a field of an unexpected shape counts as absent."""
+        action = payload.get("action")
+        repo = payload.get("repository")
+        full_name = repo.get("full_name") if isinstance(repo, dict) else None
+        number = None
+        for key in ("issue", "pull_request"):
+            item = payload.get(key)
+            if isinstance(item, dict) and isinstance(item.get("number"), int):
+                number = item["number"]
+                break
+        inst = payload.get("installation")
+        inst_id = inst.get("id") if isinstance(inst, dict) and isinstance(inst.get("id"), int) else None
+        return cls(
+            action=action if isinstance(action, str) else None,
+            repo=full_name if isinstance(full_name, str) and full_name else None,
+            number=number,
+            installation_id=inst_id,
+        )
+
+    @property
+    def target(self) -> str | None:
+        """`owner/repo#number` (or just `owner/repo`) for logs."""
+        if self.repo and self.number is not None:
+            return f"{self.repo}#{self.number}"
+        return self.repo
+
+    def group_key(self, event: str) -> str:
+        """Jobs with the same key run one at a time: one issue, or one installation."""
+        if self.target:
+            return self.target
+        return f"installation:{self.installation_id}" if self.installation_id else f"event:{event}"
+
+
+@dataclass(frozen=True)
 class Event:
     """One webhook delivery as the handlers see it."""
 
@@ -63,11 +107,8 @@ class Event:
 
     @property
     def group_key(self) -> str:
-        """Jobs with the same key run one at a time: one issue, or one installation."""
-        if self.target:
-            return self.target
-        inst = self.envelope.installation
-        return f"installation:{inst.id}" if inst else f"event:{self.name}"
+        """Jobs with the same key run one at a time (the same rule as the intake's)."""
+        return DeliveryKeys.of(self.payload).group_key(self.name)
 
     @property
     def installation_id(self) -> int | None:

@@ -15,6 +15,8 @@ import traceback
 import uuid
 from collections.abc import Awaitable, Callable
 
+import orjson
+
 from bot.db.queue import ClaimedJob, JobQueue, utcnow
 from bot.errors import PlanCascadeError
 from bot.log import log_context
@@ -171,9 +173,10 @@ class WorkerPool:
     async def _dispatch(self, job: ClaimedJob) -> None:
         if job.kind == WEBHOOK_JOB:
             data = job.payload
-            event = Event.from_delivery(
-                name=data["event"], delivery_id=data["delivery_id"], payload=data["payload"]
+            payload = (
+                data["payload"] if "payload" in data else orjson.loads(job.body or data.get("body") or "{}")
             )
+            event = Event.from_delivery(name=data["event"], delivery_id=data["delivery_id"], payload=payload)
             ran = await self.router.dispatch(event, self.services)
             if not ran:
                 log.info("no handler for %s.%s: ignored", event.name, event.action)

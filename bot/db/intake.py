@@ -10,6 +10,7 @@ each request still learns whether its delivery was new or a redelivery, through
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -66,6 +67,8 @@ class DeliveryWriter:
         unique: dict[str, DeliveryRecord] = {}
         for rec in records:
             unique.setdefault(rec.id, rec)
+        if self.db.is_sqlite:
+            return await self._write_sqlite(unique)
         rows = [
             {
                 "id": r.id,
@@ -77,10 +80,8 @@ class DeliveryWriter:
             }
             for r in unique.values()
         ]
-        if self.db.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+
         stmt = dialect_insert(Delivery).on_conflict_do_nothing(index_elements=["id"]).returning(Delivery.id)
         async with self.db.write() as session:
             result = await session.execute(stmt, rows)
@@ -89,3 +90,51 @@ class DeliveryWriter:
             if jobs:
                 await session.execute(insert(Job), jobs)
         return {i: None for i in fresh}
+
+    async def _write_sqlite(self, unique: dict[str, DeliveryRecord]) -> dict[str, None]:
+        """The same two inserts through the driver: one statement each for the whole batch.
+
+        SQLAlchemy's per-row type processing and RETURNING emulation cost ~10x SQLite's own
+        time here (the intake benchmark's hot path). Values are written in exactly the
+        formats SQLAlchemy uses for these columns (naive ISO datetimes, JSON text), so every
+        other reader goes on using the ORM.
+        """
+        delivery_cols = ("id", "event", "action", "target", "outcome", "received_at")
+        job_cols = tuple(c.name for c in Job.__table__.columns if c.name != "id")
+        params: list[Any] = []
+        for r in unique.values():
+            params += [r.id, r.event, r.action, r.target, r.outcome, _sqlite_time(r.received_at)]
+        values = ",".join(["(?,?,?,?,?,?)"] * len(unique))
+        sql = (
+            f"INSERT INTO deliveries ({','.join(delivery_cols)}) VALUES {values} "  # noqa: S608 - fixed columns
+            "ON CONFLICT(id) DO NOTHING RETURNING id"
+        )
+        async with self.db.write() as session:
+            raw = await (await session.connection()).get_raw_connection()
+            driver = raw.driver_connection
+            assert driver is not None
+            async with driver.execute(sql, params) as cursor:
+                fresh = {row[0] for row in await cursor.fetchall()}
+            rows = [
+                tuple(_sqlite_value(job[c]) for c in job_cols)
+                for i in fresh
+                if (job := unique[i].job) is not None
+            ]
+            if rows:
+                marks = "(" + ",".join("?" * len(job_cols)) + ")"
+                insert_jobs = f"INSERT INTO jobs ({','.join(job_cols)}) VALUES {marks}"  # noqa: S608 - fixed columns
+                await driver.executemany(insert_jobs, rows)
+        return {i: None for i in fresh}
+
+
+def _sqlite_time(value: datetime) -> str:
+    """How SQLAlchemy's SQLite DateTime stores a value."""
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _sqlite_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return _sqlite_time(value)
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return value

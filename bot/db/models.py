@@ -35,6 +35,8 @@ class Job(Base):
     kind: Mapped[str] = mapped_column(String(64))
     group_key: Mapped[str] = mapped_column(String(300))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    body: Mapped[str | None] = mapped_column(Text, nullable=True)
+    """A webhook job's raw body, kept verbatim (cheaper than re-encoding it into `payload`)."""
     delivery_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="queued")
     attempts: Mapped[int] = mapped_column(Integer, default=0)

@@ -52,6 +52,7 @@ class ClaimedJob:
     attempts: int
     max_attempts: int
     created_at: datetime
+    body: str | None = None
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -180,6 +181,7 @@ class JobQueue:
             attempts=job.attempts,
             max_attempts=job.max_attempts,
             created_at=_aware(job.created_at) or now,
+            body=job.body,
         )
 
     async def heartbeat(self, job_id: int, worker_id: str) -> bool:
