@@ -115,6 +115,9 @@ def create_app(
             rt.wake.set()
             if tasks:
                 await asyncio.wait(tasks, timeout=30)
+            shared = rt.services.extras.get("shared_github_transport")
+            if shared is not None:
+                await shared.shutdown()
             await rt.db.dispose()
 
     app = FastAPI(title="Plan Cascade", lifespan=lifespan, docs_url=None, redoc_url=None)

@@ -83,6 +83,10 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
 
     settings = services.settings
     transport = github_transport or services.extras.get("github_transport")
+    if transport is None:
+        from bot.github.transport import SharedTransport
+
+        transport = services.extras.setdefault("shared_github_transport", SharedTransport())
     interval = settings.github_write_interval
     throttles = ThrottleRegistry(
         services.extras.get("throttle_factory") or (lambda: Throttle(per_minute=80, min_interval=interval))
@@ -121,9 +125,10 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     services.extras.setdefault("cancel_execution", cancel)
     queue = services.queue
     if services.enqueue is None and queue is not None:
+        from bot.handlers.approval import POLL_JOB
 
         async def enqueue(kind: str, group_key: str, payload: dict[str, Any]) -> None:
-            await queue.enqueue(kind=kind, group_key=group_key, payload=payload)
+            await queue.enqueue(kind=kind, group_key=group_key, payload=payload, unique=kind == POLL_JOB)
             wake = services.extras.get("wake")
             if wake is not None:
                 wake.set()

@@ -226,3 +226,15 @@ async def test_two_worker_processes_on_postgres_never_run_one_job_twice(tmp_path
                 assert s2 >= e1, f"two jobs of {group} overlapped"
         assert (await queue.counts()) == {"done": 300}
         await db.dispose()
+
+
+async def test_unique_jobs_do_not_pile_up(sqlite_db: Database) -> None:
+    queue = JobQueue(sqlite_db)
+    first = await queue.enqueue(kind="poll", group_key="o/r#1", payload={}, unique=True)
+    again = await queue.enqueue(kind="poll", group_key="o/r#1", payload={}, unique=True)
+    other = await queue.enqueue(kind="poll", group_key="o/r#2", payload={}, unique=True)
+    assert first == again and other != first
+    job = await queue.claim("w")
+    await queue.complete(job.id, "w")
+    after = await queue.enqueue(kind="poll", group_key="o/r#1", payload={}, unique=True)
+    assert after != first, "a finished poll does not block the next one"

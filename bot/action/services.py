@@ -113,6 +113,10 @@ def action_services(
     from bot.wiring import default_job_kinds, make_llm_factory
 
     settings = action_settings(inputs, data_dir)
+    if transport is None:
+        from bot.github.transport import SharedTransport
+
+        transport = SharedTransport()  # one SSL context and connection pool for the run
     base = token_port(inputs.token, base_url=inputs.api_url, transport=transport)
     port: GitHubPort = base if inputs.config_path == CONFIG_PATH else ConfigPathPort(base, inputs.config_path)  # type: ignore[assignment]
     slug = inputs.app_slug

@@ -103,9 +103,22 @@ class JobQueue:
         delivery_id: str | None = None,
         max_attempts: int = 5,
         delay_seconds: float = 0,
+        unique: bool = False,
     ) -> int:
-        """Add a job; returns its id."""
+        """Add a job; returns its id.
+
+        With `unique`, a job of the same kind already waiting for the same group is reused
+        instead (periodic polls must not pile up while a worker is busy or down).
+        """
         now = self.clock()
+        if unique:
+            async with self.db.read() as session:
+                waiting = await session.execute(
+                    select(Job.id).where(Job.kind == kind, Job.group_key == group_key, Job.status == "queued")
+                )
+                existing = waiting.scalars().first()
+            if existing is not None:
+                return existing
         job = new_job(
             kind=kind,
             group_key=group_key,
