@@ -37,8 +37,12 @@ def chain_prd(batches: int, width: int) -> str:
         for w in range(width):
             n = b * width + w + 1
             deps = [f"STORY-{(b - 1) * width + d + 1:03d}" for d in range(width)] if b else []
-            lines += [f"  - id: STORY-{n:03d}", f"    title: Story {n}", f"    depends_on: [{', '.join(deps)}]",
-                      f"    acceptance_criteria: ['story-{n:03d}.txt holds 1 line']"]
+            lines += [
+                f"  - id: STORY-{n:03d}",
+                f"    title: Story {n}",
+                f"    depends_on: [{', '.join(deps)}]",
+                f"    acceptance_criteria: ['story-{n:03d}.txt holds 1 line']",
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -71,8 +75,8 @@ def script_run(tmp: Path, batches: int, width: int) -> float:
 
     def story(n: int) -> None:
         wt = tmp / "wt" / f"s{n}"
-        git("worktree", "add", "-q", "--no-track", "-B", f"plan/{n}", str(wt), "refs/remotes/origin/main",
-            cwd=mirror)
+        base = "refs/remotes/origin/main" if n <= width else f"refs/heads/batch-{(n - 1) // width - 1}"
+        git("worktree", "add", "-q", "--no-track", "-B", f"plan/{n}", str(wt), base, cwd=mirror)
         (wt / f"story-{n:03d}.txt").write_text("done\n")
         git("add", "-A", cwd=wt)
         git("commit", "-q", "-m", f"STORY-{n:03d}", cwd=wt)
@@ -80,9 +84,18 @@ def script_run(tmp: Path, batches: int, width: int) -> float:
         subprocess.run(["true"], cwd=wt, check=True)  # the trivial gate
         git("worktree", "remove", "--force", str(wt), cwd=mirror)
 
+    def merge(b: int) -> None:
+        wt = tmp / "wt" / f"batch-{b}"
+        base = "refs/remotes/origin/main" if b == 0 else f"refs/heads/batch-{b - 1}"
+        git("worktree", "add", "-q", "--no-track", "-B", f"batch-{b}", str(wt), base, cwd=mirror)
+        for w in range(width):
+            git("merge", "-q", "--no-ff", "--no-edit", f"plan/{b * width + w + 1}", cwd=wt)
+        git("worktree", "remove", "--force", str(wt), cwd=mirror)
+
     with ThreadPoolExecutor(max_workers=width) as pool:
         for b in range(batches):
             list(pool.map(story, [b * width + w + 1 for w in range(width)]))
+            merge(b)
     return time.perf_counter() - start
 
 
@@ -94,26 +107,36 @@ def rss_mb(pid: int) -> float:
 
 
 def memory() -> tuple[float, float]:
+    import httpx
+
     from bot.testing.deliveries import encode, load_fixture, signed_headers
     from bot.testing.fake_github import FakeGitHub, serve
     from bot.testing.server_process import running_server
     from tests.support import rsa_private_key_pem
-
-    import httpx
 
     tmp = Path(tempfile.mkdtemp(prefix="pc-mem-"))
     remote = make_remote(tmp)
     script = agent_script(tmp, "sleepy.sh", "sleep 6\n" + WRITE)
     fake = FakeGitHub(api_url="http://127.0.0.1/api/v3")
     fake.add_repo("o/r", clone_url=f"file://{remote}")
-    fake.set_file("o/r", ".github/plan-cascade.yml",
-                  f'agent:\n  default: s\n  commands:\n    s: "{script} {{story_id}} {{worktree}}"\n  sandbox: none\n'
-                  "gates:\n  detect: false\nexecution:\n  max_parallel: 6\n")
+    fake.set_file(
+        "o/r",
+        ".github/plan-cascade.yml",
+        f'agent:\n  default: s\n  commands:\n    s: "{script} {{story_id}} {{worktree}}"\n  sandbox: none\n'
+        "gates:\n  detect: false\nexecution:\n  max_parallel: 6\n",
+    )
     prd = "```prd\n" + chain_prd(1, 6) + "```\n"
     fake.add_issue("o/r", title="mem", body=prd)
-    with serve(fake) as api, running_server(tmp, api_url=api, webhook_secret="s3cret-mem",
-                                            private_key_pem=rsa_private_key_pem(),
-                                            extra_env={"PLAN_CASCADE_LOG_LEVEL": "WARNING"}) as (url, proc):
+    with (
+        serve(fake) as api,
+        running_server(
+            tmp,
+            api_url=api,
+            webhook_secret="s3cret-mem",
+            private_key_pem=rsa_private_key_pem(),
+            extra_env={"PLAN_CASCADE_LOG_LEVEL": "WARNING"},
+        ) as (url, proc),
+    ):
         time.sleep(2)
         idle = rss_mb(proc.pid)
         data = copy.deepcopy(load_fixture("issues.labeled.1"))
@@ -123,7 +146,9 @@ def memory() -> tuple[float, float]:
         data["label"]["name"] = "plan-cascade"
         data["sender"].update({"login": "o", "type": "User"})
         body = encode(data)
-        httpx.post(f"{url}/webhook", content=body, headers=signed_headers(body, secret="s3cret-mem", event="issues"))
+        httpx.post(
+            f"{url}/webhook", content=body, headers=signed_headers(body, secret="s3cret-mem", event="issues")
+        )
         while not fake.comments("o/r", 1):
             time.sleep(0.1)
         fake.add_reaction("o/r", fake.comments("o/r", 1)[0].id, "o", "+1")
@@ -140,14 +165,18 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         engine = await engine_run(Path(a), chain_prd(4, 3), "execution:\n  max_parallel: 3\n")
         plain = script_run(Path(b), 4, 3)
-    print(f"12 stories in 4 batches: engine {engine:.2f} s, plain git script {plain:.2f} s, "
-          f"ratio {engine / plain:.2f}× (target ≤ 1.3×)")
+    print(
+        f"12 stories in 4 batches: engine {engine:.2f} s, plain git script {plain:.2f} s, "
+        f"ratio {engine / plain:.2f}× (target ≤ 1.3×)"
+    )
     gate = "gates:\n  detect: false\n  custom:\n    - name: slow\n      command: sleep 2\n"
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         serial = await engine_run(Path(a), chain_prd(1, 6), gate + "execution:\n  max_parallel: 1\n")
         parallel = await engine_run(Path(b), chain_prd(1, 6), gate + "execution:\n  max_parallel: 3\n")
-    print(f"6 stories, 2 s gates: max_parallel 1 {serial:.2f} s, max_parallel 3 {parallel:.2f} s, "
-          f"efficiency {serial / (3 * parallel):.0%} (target ≥ 90 %)")
+    print(
+        f"6 stories, 2 s gates: max_parallel 1 {serial:.2f} s, max_parallel 3 {parallel:.2f} s, "
+        f"efficiency {serial / (3 * parallel):.0%} (target ≥ 90 %)"
+    )
     idle, busy = memory()
     print(f"server RSS: idle {idle:.0f} MB, six stories running {busy:.0f} MB (target idle < 150 MB)")
 

@@ -69,12 +69,16 @@ def wait_until(predicate, start: float, timeout: float = 60.0) -> float:  # type
 
 def describe(name: str, values: list[float]) -> str:
     q = statistics.quantiles(values, n=20, method="inclusive")
-    return (f"{name:>28}: p50 {statistics.median(values) * 1000:6.0f} ms   p95 {q[18] * 1000:6.0f} ms   "
-            f"max {max(values) * 1000:6.0f} ms")
+    return (
+        f"{name:>28}: p50 {statistics.median(values) * 1000:6.0f} ms   p95 {q[18] * 1000:6.0f} ms   "
+        f"max {max(values) * 1000:6.0f} ms"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=20)
     args = parser.parse_args()
     fake = FakeGitHub(api_url="http://127.0.0.1/api/v3")
@@ -83,9 +87,16 @@ def main() -> None:
         fake.add_issue(REPO, title=f"Bench {number}", body=PRD)
     tmp = Path(tempfile.mkdtemp(prefix="pc-latency-"))
     reactions, comments = [], []
-    with serve(fake) as api, running_server(tmp, api_url=api, webhook_secret=SECRET,
-                                            private_key_pem=rsa_private_key_pem(),
-                                            extra_env={"PLAN_CASCADE_LOG_LEVEL": "WARNING"}) as (url, _):
+    with (
+        serve(fake) as api,
+        running_server(
+            tmp,
+            api_url=api,
+            webhook_secret=SECRET,
+            private_key_pem=rsa_private_key_pem(),
+            extra_env={"PLAN_CASCADE_LOG_LEVEL": "WARNING", "PLAN_CASCADE_APPROVAL_POLL_SECONDS": "60"},
+        ) as (url, _),
+    ):
         with httpx.Client() as client:
             warm_body, warm_headers = delivery(args.n + 1)
             fake.add_issue(REPO, title="warm-up", body=PRD)
@@ -97,9 +108,15 @@ def main() -> None:
                 start = time.perf_counter()
                 assert client.post(f"{url}/webhook", content=body, headers=headers).status_code == 202
                 reactions.append(wait_until(lambda p=path: fake.requests_to("POST", p), start))
-                comments.append(wait_until(
-                    lambda n=number: any("plan-cascade:plan" in c.body for c in fake.comments(REPO, n)), start))
-    print(f"{args.n} labelled issues with a prd block, server mode (SQLite, 2 workers), fake GitHub on loopback")
+                comments.append(
+                    wait_until(
+                        lambda n=number: any("plan-cascade:plan" in c.body for c in fake.comments(REPO, n)),
+                        start,
+                    )
+                )
+    print(
+        f"{args.n} labelled issues with a prd block, server mode (SQLite, 2 workers), fake GitHub on loopback"
+    )
     print(describe("delivery → 👀 reaction", reactions))
     print(describe("delivery → plan comment", comments))
 

@@ -300,3 +300,13 @@ async def test_cancel_leaves_no_processes_and_no_worktrees(tmp_path: Path) -> No
     await asyncio.sleep(0.2)
     assert _processes_with(marker) == []
     assert [p for p in (tmp_path / "data" / "worktrees").glob("story-*")] == []
+
+
+async def test_without_a_publisher_later_batches_still_start_from_the_merged_batch(tmp_path: Path) -> None:
+    script = agent_script(tmp_path, "ok.sh", WRITE_FILE)
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script))
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED
+    # STORY-002 started from batch 1's merge, so its branch holds STORY-001's file too.
+    assert git("show", "plan-cascade/7/story-002:story-001.txt", cwd=remote) == "done"

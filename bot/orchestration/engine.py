@@ -136,6 +136,11 @@ async def execute(run: Run) -> PlanState:
             passed and run.publisher is not None and batch_state is not None and batch_state.pr_number is None
         ):
             run.state = await run.publisher.publish_batch(run, number, passed)
+        elif passed and run.publisher is None and ready:
+            # Nothing publishes, but the next batch still starts from this batch's merge.
+            from bot.publishing.batch import merge_batch
+
+            await merge_batch(run, number, passed)
     if run.cancel.is_set():
         return run.state
     return await _finish(run)
