@@ -272,15 +272,17 @@ async def main() -> None:
             proc.wait(timeout=30)
     if use_wrk:
         print(
-            f"{args.seconds} s of deliveries from wrk (1 in 21 a redelivery), concurrency {args.concurrency}, "
-            f"SQLite; plan-cascade answered {ours[3]} new and {ours[4]} redelivered"
+            f"{args.seconds} s of deliveries from wrk (1 in 21 a redelivery), "
+            f"concurrency {args.concurrency}, SQLite; plan-cascade answered {ours[3]} new "
+            f"and {ours[4]} redelivered"
         )
         for name, (p50, p99, rps, _a, _r) in (("bare FastAPI", bare_r), ("plan-cascade", ours)):
             print(f"{name:>14}: p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  {rps:7.0f} deliveries/s")
         print(f"throughput vs bare endpoint: {ours[2] / bare_r[2]:.0%}")
         lost, duplicated, in_flight = count_wrk(tmp / "data" / "plan-cascade.db", ours[3])
         print(
-            f"lost: {lost}, duplicated: {duplicated} ({in_flight} in flight when wrk stopped, all recorded once)"
+            f"lost: {lost}, duplicated: {duplicated} "
+            f"({in_flight} in flight when wrk stopped, all recorded once)"
         )
         return
     print(f"{len(bodies)} deliveries ({args.n} unique), concurrency {args.concurrency}, SQLite")

@@ -134,8 +134,8 @@ async def test_merged_batch_prs_complete_the_plan_with_a_summary(h: Harness, tmp
     h.fake.set_file(REPO, ".github/plan-cascade.yml", config(agent_script(tmp_path, "ok.sh", WRITE)))
     await _approve(h)
     pulls = sorted(h.fake.repo(REPO).pulls.values(), key=lambda p: p.number)
-    from tests.harness import INSTALLATION
     from bot.testing.deliveries import load_fixture
+    from tests.harness import INSTALLATION
 
     for pull in pulls:
         h.fake.merge_pull(REPO, pull.number)
