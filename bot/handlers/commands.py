@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from bot.commands import Command, parse_command
 from bot.handlers.approval import approve_command, poll_reactions, start_execution
 from bot.handlers.planning import plan_issue, save_plan
-from bot.handlers.session import Session, open_session
+from bot.handlers.session import Session, session_for_event
 from bot.permissions import is_bot
 from bot.rendering import messages
 from bot.routing import Event, Router
@@ -45,15 +45,7 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
         return
     if is_bot(env.comment.user.login, env.comment.user.type) or env.comment.performed_via_github_app:
         return
-    repo = env.repository
-    session = await open_session(
-        services,
-        repo=event.repo,
-        issue=env.issue.number,
-        installation_id=event.installation_id,
-        default_branch=repo.default_branch if repo else None,
-        clone_url=repo.clone_url if repo else None,
-    )
+    session = await session_for_event(services, event, issue=env.issue.number)
     cmd = parse_command(env.comment.body, app_slug=session.app_slug)
     if cmd is None:
         if not env.issue.is_pull_request and await session.load_config() is not None:

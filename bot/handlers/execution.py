@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.db.queue import ClaimedJob
 from bot.handlers.approval import EXECUTE_JOB
-from bot.handlers.session import Session, open_session
+from bot.handlers.session import Session, session_for_job
 from bot.orchestration.engine import Run, execute
 from bot.services import Services
 from bot.state import PlanState, PlanStatus, StoryStatus, transition
@@ -95,11 +95,8 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
 async def run_execute_job(job: ClaimedJob, services: Services) -> None:
     """Run (or resume) an approved plan."""
     data = job.payload
-    session = await open_session(
-        services, repo=data["repo"], issue=int(data["issue"]), installation_id=data.get("installation_id")
-    )
-    if await session.load_config() is None:
-        await session.report_config_error()
+    session = await session_for_job(services, job)
+    if session is None:
         return
     loaded = await session.load_plan()
     if loaded is None or loaded.state.status not in RUNNABLE:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
-from bot.handlers.session import Session, open_session
+from bot.handlers.session import Session, session_for_event
 from bot.permissions import is_bot
 from bot.plan import PRD, changelog_lines, diff_prds, extract_prd_block, parse_prd, prd_to_yaml
 from bot.plans import LoadedPlan, write_state
@@ -36,15 +36,7 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
         return
     if is_bot(env.sender.login, env.sender.type):
         return
-    repo = env.repository
-    session = await open_session(
-        services,
-        repo=event.repo,
-        issue=env.issue.number,
-        installation_id=event.installation_id,
-        default_branch=repo.default_branch if repo else None,
-        clone_url=repo.clone_url if repo else None,
-    )
+    session = await session_for_event(services, event, issue=env.issue.number)
     config = await session.load_config()
     trigger = config.trigger_label if config else DEFAULT_TRIGGER
     if env.label.name != trigger:

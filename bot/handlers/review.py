@@ -14,7 +14,7 @@ import re
 
 from bot.commands import Command
 from bot.db.queue import ClaimedJob
-from bot.handlers.session import Session, open_session
+from bot.handlers.session import Session, open_session, session_for_job
 from bot.permissions import is_bot
 from bot.rendering import messages
 from bot.rendering.pr_body import parse_batch_marker
@@ -178,11 +178,8 @@ async def run_fix_job(job: ClaimedJob, services: Services) -> None:
     from bot.publishing.review import apply_review_fix
 
     data = job.payload
-    session = await open_session(
-        services, repo=data["repo"], issue=int(data["issue"]), installation_id=data.get("installation_id")
-    )
-    if await session.load_config() is None:
-        await session.report_config_error()
+    session = await session_for_job(services, job)
+    if session is None:
         return
     await apply_review_fix(
         session,

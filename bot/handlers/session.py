@@ -16,6 +16,8 @@ from bot.plans import LoadedPlan, PlanStore
 from bot.repoconfig import CONFIG_PATH, RepoConfig, format_config_problems_markdown, load_repo_config
 
 if TYPE_CHECKING:
+    from bot.db.queue import ClaimedJob
+    from bot.routing import Event
     from bot.services import Services
 
 log = logging.getLogger(__name__)
@@ -139,3 +141,29 @@ async def open_session(
         bot_login=services.bot_login or (f"{slug}[bot]" if slug else None),
         app_slug=slug,
     )
+
+
+async def session_for_event(services: Services, event: Event, *, issue: int) -> Session:
+    """A session for an event's repository (branch and clone URL from the payload)."""
+    assert event.repo is not None
+    repo = event.envelope.repository
+    return await open_session(
+        services,
+        repo=event.repo,
+        issue=issue,
+        installation_id=event.installation_id,
+        default_branch=repo.default_branch if repo else None,
+        clone_url=repo.clone_url if repo else None,
+    )
+
+
+async def session_for_job(services: Services, job: ClaimedJob) -> Session | None:
+    """A session for a job about `repo#issue`, with its config; None (reported) when invalid."""
+    data = job.payload
+    session = await open_session(
+        services, repo=data["repo"], issue=int(data["issue"]), installation_id=data.get("installation_id")
+    )
+    if await session.load_config() is None:
+        await session.report_config_error()
+        return None
+    return session
