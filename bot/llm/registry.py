@@ -5,9 +5,7 @@ from __future__ import annotations
 import httpx2
 
 from bot.errors import ConfigurationError
-from bot.llm.anthropic_provider import AnthropicLLM
 from bot.llm.base import LLM
-from bot.llm.openai_provider import OpenAILLM
 from bot.llm.pricing import PriceTable
 
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "deepseek", "ollama", "openai-compatible")
@@ -53,6 +51,8 @@ def create_llm(
     chosen_model = model or DEFAULT_MODELS.get(name)
     url = base_url or DEFAULT_BASE_URLS.get(name)
     if name == "anthropic":
+        from bot.llm.anthropic_provider import AnthropicLLM
+
         return AnthropicLLM(
             model=chosen_model or DEFAULT_MODELS["anthropic"],
             api_key=_require(anthropic_api_key, "ANTHROPIC_API_KEY", name),
@@ -77,6 +77,8 @@ def create_llm(
     else:
         api_key = _require(openai_api_key, "OPENAI_API_KEY", name)
     assert chosen_model is not None
+    from bot.llm.openai_provider import OpenAILLM
+
     return OpenAILLM(
         model=chosen_model,
         api_key=api_key,

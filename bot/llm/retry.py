@@ -11,24 +11,35 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-import anthropic
 import httpx2
-import openai
 
 from bot.errors import LLMError
 
 T = TypeVar("T")
 
-_SDK_ERRORS: tuple[type[Exception], ...] = (anthropic.APIError, openai.APIError)
-_CONNECTION_ERRORS: tuple[type[Exception], ...] = (
-    anthropic.APIConnectionError,
-    openai.APIConnectionError,
-    httpx2.TransportError,
-)
+
+@functools.cache
+def _sdk_errors() -> tuple[type[Exception], ...]:
+    """The SDKs' API errors, imported on first use (the SDKs are large)."""
+    import anthropic
+    import openai
+
+    return (anthropic.APIError, openai.APIError)
+
+
+@functools.cache
+def _connection_errors() -> tuple[type[Exception], ...]:
+    import anthropic
+    import openai
+
+    return (anthropic.APIConnectionError, openai.APIConnectionError, httpx2.TransportError)
+
+
 _RETRY_STATUSES = frozenset({408, 429})
 
 
@@ -40,7 +51,7 @@ def status_of(exc: BaseException) -> int | None:
 
 def is_retryable(exc: BaseException) -> bool:
     """Whether another attempt may succeed."""
-    if isinstance(exc, _CONNECTION_ERRORS):
+    if isinstance(exc, _connection_errors()):
         return True
     status = status_of(exc)
     return status is not None and (status in _RETRY_STATUSES or status >= 500)
@@ -77,7 +88,7 @@ def describe_error(exc: BaseException, *, label: str, secrets: Iterable[str] = (
     detail = _provider_message(exc)
     if status is not None:
         text = f"{label}: HTTP {status}: {detail}"
-    elif isinstance(exc, _CONNECTION_ERRORS):
+    elif isinstance(exc, _connection_errors()):
         text = f"{label}: connection failed: {detail}"
     else:
         text = f"{label}: {type(exc).__name__}: {detail}"
@@ -125,7 +136,7 @@ async def with_retries(
     for attempt in range(1, attempts + 1):
         try:
             return await call()
-        except (*_SDK_ERRORS, *_CONNECTION_ERRORS) as exc:
+        except (*_sdk_errors(), *_connection_errors()) as exc:
             message = describe_error(exc, label=label, secrets=secret_list)
             if not is_retryable(exc):
                 raise LLMError(message) from exc

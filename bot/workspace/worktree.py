@@ -71,7 +71,6 @@ async def add_worktree(
 
 
 async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path, reset: bool) -> Worktree:
-    await mirror.git("worktree", "prune")
     if (path / ".git").exists():
         if not reset and await _current_branch(path, mirror) == branch:
             return Worktree(path=path, branch=branch, mirror=mirror)
@@ -79,9 +78,15 @@ async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path,
     exists = await mirror.git("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     if reset or exists.returncode != 0:
-        await mirror.git("worktree", "add", "--no-track", "-B", branch, str(path), base_ref)
+        args = ("worktree", "add", "--no-track", "-B", branch, str(path), base_ref)
     else:
-        await mirror.git("worktree", "add", str(path), branch)
+        args = ("worktree", "add", str(path), branch)
+    try:
+        await mirror.git(*args)
+    except WorkspaceError:
+        # A worktree left registered by a crash (its folder gone) blocks the add: prune, retry.
+        await mirror.git("worktree", "prune")
+        await mirror.git(*args)
     return Worktree(path=path, branch=branch, mirror=mirror)
 
 
