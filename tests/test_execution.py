@@ -310,3 +310,19 @@ async def test_without_a_publisher_later_batches_still_start_from_the_merged_bat
     assert state.status == PlanStatus.COMPLETED
     # STORY-002 started from batch 1's merge, so its branch holds STORY-001's file too.
     assert git("show", "plan-cascade/7/story-002:story-001.txt", cwd=remote) == "done"
+
+
+async def test_parallel_stories_naming_the_same_file_are_warned_about(tmp_path: Path) -> None:
+    prd = THREE_INDEPENDENT.replace(
+        "    title: First file\n", "    title: First file\n    files: [shared.txt]\n"
+    ).replace("    title: Second file\n", "    title: Second file\n    files: [shared.txt]\n")
+    script = agent_script(tmp_path, "ok.sh", WRITE_FILE)
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(prd), config_for(script))
+    state = await execute(run)
+    (warning,) = state.warnings
+    assert "STORY-001 and STORY-002" in warning and "shared.txt" in warning
+    first_running = next(
+        s for s in run.reporter.states if s.stories["STORY-001"].status == StoryStatus.RUNNING
+    )
+    assert first_running.warnings == [warning], "the warning is saved before the batch starts"

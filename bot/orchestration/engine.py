@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.db.queue import utcnow
 from bot.orchestration.ports import Publisher, Reporter
-from bot.orchestration.scheduler import in_scope, outcome, runnable
+from bot.orchestration.scheduler import in_scope, outcome, runnable, shared_files
 from bot.repoconfig import RepoConfig
 from bot.state import PlanState, PlanStatus, StoryStatus, skip_dependents, totals, transition, update_story
 from bot.workspace.mirror import Mirror
@@ -110,6 +110,11 @@ async def execute(run: Run) -> PlanState:
             ):
                 return await _wait_for_merge(run, number)
         ready = runnable(run.state, ids)
+        overlap = [w for w in shared_files(run.state, ready) if w not in run.state.warnings]
+        if overlap:
+            await run.update(
+                lambda s, w=overlap: s.model_copy(update={"warnings": [*s.warnings, *w]}), important=True
+            )
         base = batch_base(run, number)
         if ready:
             limit = asyncio.Semaphore(run.config.execution.max_parallel)

@@ -45,3 +45,17 @@ def story_branch(prefix: str, story_id: str) -> str:
 def batch_branch(prefix: str, batch: int) -> str:
     """`plan-cascade/<issue>/batch-<k>`."""
     return f"{prefix}/batch-{batch}"
+
+
+def shared_files(state: PlanState, batch: list[str]) -> list[str]:
+    """Warnings for stories of one batch that name the same files (likely merge conflicts)."""
+    owners: dict[str, list[str]] = {}
+    for sid in batch:
+        for path in state.prd.story(sid).files:
+            owners.setdefault(path, []).append(sid)
+    return [
+        f"{' and '.join(sids)} run in parallel and both change `{path}`: expect a conflict "
+        "(the later one is redone on top of the merged batch)"
+        for path, sids in sorted(owners.items())
+        if len(sids) > 1
+    ]
