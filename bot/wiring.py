@@ -16,18 +16,19 @@ from bot.worker import JobKinds
 
 def default_router() -> Router:
     """Every concern's handlers, in data-flow order."""
-    from bot.handlers import commands, plan_pr, planning, review
+    from bot.handlers import checks, commands, plan_pr, planning, review
 
     return Router.combine(
-        [installation.router, planning.router, commands.router, plan_pr.router, review.router]
+        [installation.router, planning.router, commands.router, plan_pr.router, review.router, checks.router]
     )
 
 
 def default_job_kinds() -> JobKinds:
     """Every job kind other than `webhook`."""
-    from bot.handlers import approval, execution, review
+    from bot.handlers import approval, checks, execution, review
 
     kinds = JobKinds()
+    kinds.merge(checks.kinds)
     kinds.merge(approval.kinds)
     kinds.merge(execution.kinds)
     kinds.merge(review.kinds)

@@ -234,3 +234,26 @@ async def test_fix_command_on_a_batch_pr_pushes_a_new_commit(h: Harness, tmp_pat
     reply = h.comments(pulls[0].number)[-1]
     assert "review.txt" in reply and "Pushed a new commit" in reply
     assert _state(h).batches[0].head_sha == after
+
+
+async def test_rerequested_check_run_reruns_that_gate_on_that_commit(h: Harness, tmp_path: Path) -> None:
+    from bot.testing.deliveries import load_fixture
+    from tests.harness import INSTALLATION
+
+    h.fake.set_file(REPO, ".github/plan-cascade.yml", config(agent_script(tmp_path, "ok.sh", WRITE)))
+    await _approve(h)
+    created = [r.json for r in h.fake.requests_to("POST", rf"/repos/{REPO}/check-runs")]
+    gate = next(r for r in created if r["name"] == "plan-cascade / STORY-002 / files")
+    assert gate["external_id"].startswith("1:STORY-002:files:")
+    payload = load_fixture("check_run.rerequested.1")
+    payload["repository"]["full_name"] = REPO
+    payload["installation"] = {"id": INSTALLATION}
+    payload["check_run"].update(
+        {"id": 999, "name": gate["name"], "head_sha": gate["head_sha"], "external_id": gate["external_id"]}
+    )
+    await h.deliver("check_run", payload)
+    await h.drain(timeout=120)
+    again = [r.json for r in h.fake.requests_to("POST", rf"/repos/{REPO}/check-runs")][len(created) :]
+    assert [(r["name"], r["head_sha"]) for r in again] == [(gate["name"], gate["head_sha"])]
+    completed = h.fake.requests_to("PATCH", rf"/repos/{REPO}/check-runs/\d+")[-1].json
+    assert completed["conclusion"] == "success"

@@ -8,6 +8,7 @@ restarts from its branch.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -77,6 +78,10 @@ class Run:
         return None
 
 
+def _add_warnings(state: PlanState, *, warnings: list[str]) -> PlanState:
+    return state.model_copy(update={"warnings": [*state.warnings, *warnings]})
+
+
 def batch_base(run: Run, batch: int) -> str:
     """The ref a batch's stories start from."""
     from bot.orchestration.scheduler import batch_branch
@@ -112,9 +117,7 @@ async def execute(run: Run) -> PlanState:
         ready = runnable(run.state, ids)
         overlap = [w for w in shared_files(run.state, ready) if w not in run.state.warnings]
         if overlap:
-            await run.update(
-                lambda s, w=overlap: s.model_copy(update={"warnings": [*s.warnings, *w]}), important=True
-            )
+            await run.update(functools.partial(_add_warnings, warnings=overlap), important=True)
         base = batch_base(run, number)
         if ready:
             limit = asyncio.Semaphore(run.config.execution.max_parallel)

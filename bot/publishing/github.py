@@ -11,6 +11,7 @@ from bot.gates.annotations import Annotation
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult, annotation_batches, check_output, check_run_name, conclusion
 from bot.github.port import GitHubPort
+from bot.handlers.checks import gate_external_id
 from bot.orchestration.engine import Run
 from bot.orchestration.scheduler import batch_branch
 from bot.publishing.batch import merge_batch
@@ -69,7 +70,7 @@ class GitHubReporter:
                 name=check_run_name(scope, gate.name),
                 head_sha=head_sha,
                 status="in_progress",
-                external_id=f"{scope}:{gate.name}:{attempt}",
+                external_id=gate_external_id(self.issue, scope, gate.name, attempt),
                 details_url=self.details_url,
                 output={"title": f"{gate.name}: running (attempt {attempt})", "summary": f"`{gate.command}`"},
             )

@@ -77,6 +77,7 @@ async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path,
         await _remove_locked(Worktree(path=path, branch=branch, mirror=mirror))
     exists = await mirror.git("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
     path.parent.mkdir(parents=True, exist_ok=True)
+    args: tuple[str, ...]
     if reset or exists.returncode != 0:
         args = ("worktree", "add", "--no-track", "-B", branch, str(path), base_ref)
     else:

@@ -1,0 +1,109 @@
+"""`check_run.rerequested`: a maintainer clicked "Re-run" on a gate's check run.
+
+The gate's check run carries `<issue>:<scope>:<gate>:<attempt>` as its `external_id`, so
+the bot finds the plan, checks out the very commit in a throwaway worktree, runs that one
+gate again and reports it as a new check run with the same name.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+
+from bot.db.queue import ClaimedJob
+from bot.handlers.session import session_for_job
+from bot.routing import Event, Router
+from bot.services import Services
+from bot.worker import JobKinds
+
+router = Router()
+kinds = JobKinds()
+log = logging.getLogger(__name__)
+RERUN_JOB = "rerun_gate"
+_EXTERNAL_ID = re.compile(r"^(\d+):([A-Za-z0-9-]+):([a-z0-9][a-z0-9_-]*):(\d+)$")
+
+
+def gate_external_id(issue: int, scope: str, gate: str, attempt: int) -> str:
+    """What a gate's check run carries to find its way back: `<issue>:<scope>:<gate>:<attempt>`."""
+    return f"{issue}:{scope}:{gate}:{attempt}"
+
+
+def parse_gate_external_id(value: str | None) -> tuple[int, str, str] | None:
+    """(issue, scope, gate) of a gate check run, or None for anything else."""
+    match = _EXTERNAL_ID.match(value or "")
+    return (int(match.group(1)), match.group(2), match.group(3)) if match else None
+
+
+@router.register("check_run", "rerequested")
+async def on_check_run_rerequested(event: Event, services: Services) -> None:
+    """Queue a re-run of the gate behind the check run (in the plan's execution group)."""
+    check = event.envelope.check_run
+    if check is None or event.repo is None:
+        return
+    parsed = parse_gate_external_id(check.external_id)
+    if parsed is None or services.enqueue is None:
+        return
+    issue, scope, gate = parsed
+    await services.enqueue(
+        RERUN_JOB,
+        f"{event.repo}#{issue}/run",
+        {
+            "repo": event.repo,
+            "issue": issue,
+            "scope": scope,
+            "gate": gate,
+            "head_sha": check.head_sha,
+            "installation_id": event.installation_id,
+        },
+    )
+
+
+@kinds.register(RERUN_JOB)
+async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
+    """Run one gate again on the commit its check run was about."""
+    from bot.gates.run import run_gate
+    from bot.handlers.execution import build_run
+    from bot.orchestration.story import gate_specs, tool_env
+    from bot.workspace.worktree import Worktree, add_worktree, remove_worktree
+
+    data = job.payload
+    session = await session_for_job(services, job)
+    if session is None:
+        return
+    loaded = await session.load_plan()
+    if loaded is None:
+        return
+    comment = await session.port.get_issue_comment(session.repo, loaded.comment_id)
+    run = await build_run(session, loaded.state, loaded.comment_id, comment.html_url)
+    scope, name, sha = data["scope"], data["gate"], data["head_sha"]
+    ids = {s.id for s in loaded.state.prd.stories}
+    story = loaded.state.prd.story(scope) if scope in ids else loaded.state.prd.stories[0]
+    await run.mirror.ensure()
+    await run.mirror.fetch()
+    branch = f"{run.branch_prefix}/rerun-{scope.lower()}-{name}"
+    path = run.work_root / f"rerun-{scope.lower()}-{name}"
+    home = run.work_root / f".home-rerun-{scope.lower()}"
+    home.mkdir(parents=True, exist_ok=True)
+    worktree = await add_worktree(run.mirror, branch=branch, base_ref=sha, path=path, reset=True)
+    try:
+        specs = [s for s in gate_specs(run, story, worktree.path) if s.name == name]
+        if not specs:
+            log.info("gate %s is no longer configured: nothing to re-run", name)
+            return
+        spec = specs[0]
+        handle = await run.reporter.gate_started(scope=scope, gate=spec, head_sha=sha, attempt=1)
+        result, annotations = await run_gate(
+            spec,
+            cwd=worktree.path,
+            env=tool_env(run, home),
+            default_timeout=run.config.gates.timeout_seconds,
+            attempt=1,
+            sandbox=run.config.agent.sandbox,
+        )
+        await run.reporter.gate_finished(
+            handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=sha
+        )
+    finally:
+        await remove_worktree(Worktree(path=path, branch=branch, mirror=run.mirror))
+        shutil.rmtree(home, ignore_errors=True)
