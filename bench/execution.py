@@ -20,6 +20,7 @@ import copy
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -73,16 +74,20 @@ def script_run(tmp: Path, batches: int, width: int) -> float:
     git("config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*", cwd=mirror)
     git("fetch", "-q", "--prune", "origin", cwd=mirror)
 
+    lock = threading.Lock()  # git worktree add/remove write the mirror's shared config
+
     def story(n: int) -> None:
         wt = tmp / "wt" / f"s{n}"
         base = "refs/remotes/origin/main" if n <= width else f"refs/heads/batch-{(n - 1) // width - 1}"
-        git("worktree", "add", "-q", "--no-track", "-B", f"plan/{n}", str(wt), base, cwd=mirror)
+        with lock:
+            git("worktree", "add", "-q", "--no-track", "-B", f"plan/{n}", str(wt), base, cwd=mirror)
         (wt / f"story-{n:03d}.txt").write_text("done\n")
         git("add", "-A", cwd=wt)
         git("commit", "-q", "-m", f"STORY-{n:03d}", cwd=wt)
         git("push", "-q", "origin", f"plan/{n}", cwd=mirror)
         subprocess.run(["true"], cwd=wt, check=True)  # the trivial gate
-        git("worktree", "remove", "--force", str(wt), cwd=mirror)
+        with lock:
+            git("worktree", "remove", "--force", str(wt), cwd=mirror)
 
     def merge(b: int) -> None:
         wt = tmp / "wt" / f"batch-{b}"

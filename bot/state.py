@@ -133,6 +133,7 @@ class PlanState(BaseModel):
     plan_pr: int | None = None
     note: str | None = Field(default=None, description="A one-line status note shown in the comment.")
     summary_posted: bool = Field(default=False, description="The final summary comment was written.")
+    children: list[int] = Field(default_factory=list, description="Child issues of an epic (mega plan).")
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -257,6 +258,9 @@ def add_approval(state: PlanState, approval: Approval) -> tuple[PlanState, str]:
     Only approvals of the current revision count; one per user; the plan becomes
     approved when `required_approvals` distinct users approved.
     """
+    if state.children:
+        listed = ", ".join(f"#{n}" for n in state.children)
+        raise StateError(f"this plan is an epic: its features are planned in {listed}; approve those")
     if approval.plan_hash != state.plan_hash:
         raise StateError(
             f"that approval is for an older revision ({approval.plan_hash[:12]}); the current plan is "

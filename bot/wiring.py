@@ -25,9 +25,10 @@ def default_router() -> Router:
 
 def default_job_kinds() -> JobKinds:
     """Every job kind other than `webhook`."""
-    from bot.handlers import approval, checks, execution, review
+    from bot.handlers import approval, checks, epic, execution, review
 
     kinds = JobKinds()
+    kinds.merge(epic.kinds)
     kinds.merge(checks.kinds)
     kinds.merge(approval.kinds)
     kinds.merge(execution.kinds)
@@ -126,10 +127,12 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     services.extras.setdefault("cancel_execution", cancel)
     queue = services.queue
     if services.enqueue is None and queue is not None:
-        from bot.handlers.approval import POLL_JOB
+        from bot.handlers.approval import EXECUTE_JOB, POLL_JOB
 
         async def enqueue(kind: str, group_key: str, payload: dict[str, Any]) -> None:
-            await queue.enqueue(kind=kind, group_key=group_key, payload=payload, unique=kind == POLL_JOB)
+            await queue.enqueue(
+                kind=kind, group_key=group_key, payload=payload, unique=kind in (POLL_JOB, EXECUTE_JOB)
+            )
             wake = services.extras.get("wake")
             if wake is not None:
                 wake.set()

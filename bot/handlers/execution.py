@@ -105,6 +105,16 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
     if data.get("plan_hash") and data["plan_hash"] != loaded.state.plan_hash:
         log.info("execution job is for an older revision: skipped")
         return
+    from bot.handlers.epic import waiting_for
+
+    pending = await waiting_for(session)
+    if pending:
+        waits = ", ".join(f"#{n}" for n in pending)
+        await session.reply(
+            f"This plan is approved but waits for {waits} to be completed first (an epic runs "
+            "its features in dependency order). Comment `/plan-cascade approve` again then."
+        )
+        return
     comment = await session.port.get_issue_comment(session.repo, loaded.comment_id)
     run = await build_run(session, loaded.state, loaded.comment_id, comment.html_url)
     key = f"{session.repo}#{session.issue}"

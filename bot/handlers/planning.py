@@ -157,6 +157,23 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
         saved.comment_id,
         actor,
     )
+    if planning is not None and planning.epic is not None and prd.strategy.value == "mega":
+        from bot.handlers.epic import create_children
+
+        children = await create_children(session, planning.epic, title=prd.title)
+        state = saved.state.model_copy(
+            update={
+                "children": [n for _, n in children],
+                "note": "an epic: each feature is planned and approved in its own issue",
+            }
+        )
+        saved = await save_plan(session, state, comment_id=saved.comment_id)
+        listed = "\n".join(f"- {fid}: #{n}" for fid, n in children)
+        await session.reply(
+            f"This issue is an epic. Each feature is planned in its own issue, in this "
+            f"order; approve them there:\n\n{listed}"
+        )
+        return
     if session.config.plan_pr:
         from bot.handlers.plan_pr import open_plan_pr
 

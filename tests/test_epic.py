@@ -1,0 +1,130 @@
+"""Mega plans: the epic's features become child issues, planned on their own, run in order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bot.handlers.epic import feature_order, parse_child_marker
+from bot.llm import Completion, Usage
+from bot.planning.epic import Epic
+from bot.state import PlanStatus, decode_state
+from tests.harness import REPO, Harness, commented, labeled
+
+
+def story(sid: str, title: str, deps: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "id": sid,
+        "title": title,
+        "depends_on": deps or [],
+        "acceptance_criteria": [f"{title.lower()} passes its 3 unit tests"],
+    }
+
+
+class SchemaLLM:
+    """Answers by the schema asked for: an epic PRD for the parent, a small PRD for each child."""
+
+    model, provider = "fake", "fake"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def complete(
+        self,
+        *,
+        system: str,
+        messages: list,
+        json_schema: dict | None = None,
+        schema_name: str = "result",
+        **_: Any,
+    ) -> Completion:
+        self.calls.append(schema_name)
+        text = "\n".join(m.content for m in messages)
+        if schema_name == "epic":
+            answer: dict[str, Any] = {
+                "features": [
+                    {"id": "FEAT-002", "title": "Billing API", "depends_on": ["FEAT-001"]},
+                    {"id": "FEAT-001", "title": "Billing data model"},
+                ]
+            }
+        elif schema_name == "quality_review":
+            answer = {"verdict": "good", "fixes": [], "warnings": []}
+        elif "Billing platform" in text and "Part of #" not in text:
+            answer = {
+                "version": 1,
+                "title": "Billing platform",
+                "summary": "Everything billing.",
+                "strategy": "mega",
+                "complexity": "high",
+                "risk": "high",
+                "stories": [story("STORY-001", "Data model"), story("STORY-002", "API", ["STORY-001"])],
+            }
+        else:
+            answer = {
+                "version": 1,
+                "title": "A feature",
+                "summary": "One feature.",
+                "strategy": "hybrid",
+                "stories": [story("STORY-001", "Do it")],
+            }
+        return Completion(
+            text=json.dumps(answer),
+            tool_calls=[],
+            usage=Usage(input_tokens=10, output_tokens=10),
+            cost_usd=0.0,
+            model="fake",
+            stop_reason="end_turn",
+        )
+
+
+def test_feature_order_puts_dependencies_first() -> None:
+    epic = Epic.model_validate(
+        {
+            "features": [
+                {"id": "FEAT-002", "title": "b", "depends_on": ["FEAT-001"]},
+                {"id": "FEAT-001", "title": "a"},
+            ]
+        }
+    )
+    assert feature_order(epic) == ["FEAT-001", "FEAT-002"]
+
+
+async def test_an_epic_becomes_child_issues_planned_and_run_in_order(tmp_path: Path) -> None:
+    async with Harness(tmp_path) as h:
+        llm = SchemaLLM()
+        h.services.llm_for = lambda config, model: llm
+        h.fake.add_issue(
+            REPO, title="Billing platform", body="A whole billing platform: data model, then API."
+        )
+        await h.deliver("issues", labeled(number=1, sender="octo-org"))
+        await h.drain()
+        parent = decode_state(h.plan_comments(1)[0].body)
+        assert parent.children == [2, 3] and parent.prd.strategy.value == "mega"
+        model_issue, api_issue = h.fake.repo(REPO).issues[2], h.fake.repo(REPO).issues[3]
+        assert model_issue.title == "Billing data model" and "plan-cascade" in model_issue.labels
+        assert parse_child_marker(api_issue.body) == (1, [2]) and "#2" in api_issue.body
+        assert "epic" in h.comments(1)[-1] and "#2" in h.comments(1)[-1]
+        # Each child got its own plan.
+        assert len(h.plan_comments(2)) == 1 and len(h.plan_comments(3)) == 1
+        # The epic itself cannot be approved; a child that waits for another does not start.
+        await h.deliver("issue_comment", commented(number=1, body="/plan-cascade approve"))
+        await h.deliver("issue_comment", commented(number=3, body="/plan-cascade approve"))
+        await h.drain()
+        assert (
+            "epic" in h.comments(1)[-1]
+            and decode_state(h.plan_comments(1)[0].body).status != PlanStatus.APPROVED
+        )
+        assert decode_state(h.plan_comments(3)[0].body).status == PlanStatus.APPROVED
+        assert h.started and h.started[-1]["issue"] == 3  # queued; the job itself checks the order
+
+
+async def test_a_child_waits_for_the_children_it_needs(tmp_path: Path) -> None:
+    from bot.handlers.epic import child_marker, waiting_for
+    from bot.handlers.session import open_session
+
+    async with Harness(tmp_path) as h:
+        h.fake.add_issue(REPO, title="first", body="x")
+        h.fake.add_issue(REPO, title="second", body="y\n" + child_marker(9, [1]))
+        session = await open_session(h.services, repo=REPO, issue=2, installation_id=4242)
+        assert await waiting_for(session) == [1], "issue 1 has no completed plan yet"
