@@ -126,7 +126,7 @@ async def _attempts(
             author_email=run.config.agent.author_email,
             trailers={"Plan-Cascade-Plan": run.state.plan_hash},
         )
-        head = await head_sha(wt)
+        head = sha or await head_sha(wt)
         if head == base_sha:
             reason = result.reason if result.status != "finished" else None
             await run.story(

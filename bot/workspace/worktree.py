@@ -98,12 +98,13 @@ async def remove_worktree(wt: Worktree) -> None:
 
 
 async def _remove_locked(wt: Worktree) -> None:
+    removed = None
     if wt.mirror.exists():
-        await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
+        removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
     if wt.path.exists():
         shutil.rmtree(wt.path)
-    if wt.mirror.exists():
-        await wt.mirror.git("worktree", "prune")
+    if wt.mirror.exists() and (removed is None or removed.returncode != 0):
+        await wt.mirror.git("worktree", "prune")  # the folder was gone or locked: drop its registration
 
 
 async def head_sha(wt: Worktree) -> str:
