@@ -64,13 +64,12 @@ async def run_story(
         worktree = await add_worktree(
             run.mirror, branch=branch, base_ref=base_ref, path=path, reset=not resume
         )
-        base_sha = await run.mirror.resolve(base_ref)
         await _attempts(
             run,
             story,
             worktree,
             home,
-            base_sha,
+            base_ref,
             start=record.attempts if resume else 0,
             first_phase=phase,
             feedback=feedback,
@@ -106,7 +105,7 @@ async def _attempts(
     story: Story,
     wt: Worktree,
     home: Path,
-    base_sha: str,
+    base_ref: str,
     *,
     start: int,
     first_phase: Phase = "implementation",
@@ -127,7 +126,8 @@ async def _attempts(
             trailers={"Plan-Cascade-Plan": run.state.plan_hash},
         )
         head = sha or await head_sha(wt)
-        if head == base_sha:
+        # Nothing committed now: did any attempt change anything since the base? (asked only then)
+        if sha is None and head == await run.mirror.resolve(base_ref):
             reason = result.reason if result.status != "finished" else None
             await run.story(
                 story.id,

@@ -75,10 +75,9 @@ async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path,
         if not reset and await _current_branch(path, mirror) == branch:
             return Worktree(path=path, branch=branch, mirror=mirror)
         await _remove_locked(Worktree(path=path, branch=branch, mirror=mirror))
-    exists = await mirror.git("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     args: tuple[str, ...]
-    if reset or exists.returncode != 0:
+    if reset or not await _branch_exists(mirror, branch):
         args = ("worktree", "add", "--no-track", "-B", branch, str(path), base_ref)
     else:
         args = ("worktree", "add", str(path), branch)
@@ -89,6 +88,11 @@ async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path,
         await mirror.git("worktree", "prune")
         await mirror.git(*args)
     return Worktree(path=path, branch=branch, mirror=mirror)
+
+
+async def _branch_exists(mirror: Mirror, branch: str) -> bool:
+    found = await mirror.git("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
+    return found.returncode == 0
 
 
 async def remove_worktree(wt: Worktree) -> None:
