@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -283,7 +284,7 @@ def _processes_with(marker: str) -> list[int]:
 
 
 async def test_cancel_leaves_no_processes_and_no_worktrees(tmp_path: Path) -> None:
-    marker = "314159.5"
+    marker = f"{314000 + os.getpid() % 1000}.{time.time_ns() % 1000:03d}"  # unique: never fooled by leftovers
     script = agent_script(tmp_path, "hang.sh", f"sleep {marker} &\nsleep {marker}\n")
     remote = make_remote(tmp_path)
     run = make_run(tmp_path, remote, approved_state(THREE_INDEPENDENT), config_for(script))

@@ -187,8 +187,8 @@ async def run_process(
     capture = _Capture(output_limit)
     started = time.monotonic()
     write_fd, reader, out = await _open_output()
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
             env=dict(env),
@@ -197,6 +197,20 @@ async def run_process(
             stderr=write_fd,
             start_new_session=True,
         )
+    )
+    try:
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # Cancelled while the process was starting: asyncio would kill only the leader and
+        # leave what it already forked. Let the start finish, then kill the whole group.
+        try:
+            started_proc = await spawn
+        except BaseException:
+            out.close()
+            raise
+        await kill_process_group(started_proc)
+        out.close()
+        raise
     except BaseException:
         out.close()
         raise
