@@ -297,3 +297,16 @@ async def test_forged_plan_comment_by_a_human_is_not_trusted(h: Harness) -> None
     await h.deliver("issue_comment", commented(number=1, body="/plan-cascade status"))
     await h.drain()
     assert "awaiting approval" in h.comments(1)[-1].lower()
+
+
+async def test_the_execution_estimate_uses_the_repos_model_price(h: Harness) -> None:
+    h.fake.set_file(
+        REPO,
+        ".github/plan-cascade.yml",
+        "llm:\n  model: house-model\n  prices:\n    house-model: {input_per_mtok: 0, output_per_mtok: 0}\n",
+    )
+    await h.deliver("issues", labeled(number=1, sender="maint"))
+    await h.drain()
+    comment, _ = await plan_state(h)
+    line = next(x for x in comment.body.splitlines() if x.startswith("- Estimated execution"))
+    assert "$0.00" in line

@@ -195,20 +195,40 @@ def render(session: Session, state: PlanState, *, state_block: str | None = None
     config: RepoConfig | None = session.config
     return render_plan_comment(
         state,
-        estimate=_estimate(state, config),
+        estimate=_estimate(state, config, model=_agent_model(session, config)),
         trigger_label=config.trigger_label if config else DEFAULT_TRIGGER,
         app_slug=session.app_slug,
         state_block=state_block,
     )
 
 
-def _estimate(state: PlanState, config: RepoConfig | None):  # type: ignore[no-untyped-def]
+def _agent_model(session: Session, config: RepoConfig | None) -> str:
+    """The model the builtin agent will use, for pricing the estimate."""
+    from bot.llm.registry import DEFAULT_MODELS
+
+    settings = session.services.settings
+    provider = (config.llm.provider if config and config.llm.provider else None) or settings.llm_provider
+    return (config.llm.model if config else None) or settings.llm_model or DEFAULT_MODELS.get(provider, "")
+
+
+def _estimate(state: PlanState, config: RepoConfig | None, *, model: str):  # type: ignore[no-untyped-def]
+    """The execution estimate at the model's price (the repo's `llm.prices` override it)."""
+    from bot.llm.pricing import Price, PriceTable
     from bot.rendering.estimate import estimate_execution
 
+    prices = PriceTable()
+    if config is not None and config.llm.prices:
+        prices = prices.with_overrides(
+            {
+                n: Price(input_per_mtok=p.input_per_mtok, output_per_mtok=p.output_per_mtok)
+                for n, p in config.llm.prices.items()
+            }
+        )
+    price = prices.price(model) or Price(input_per_mtok=3.0, output_per_mtok=15.0)
     return estimate_execution(
         state.prd,
-        price_in_per_mtok=3.0,
-        price_out_per_mtok=15.0,
+        price_in_per_mtok=price.input_per_mtok,
+        price_out_per_mtok=price.output_per_mtok,
         max_parallel=config.execution.max_parallel if config else 3,
         max_retries=config.gates.max_retries if config else 2,
     )
