@@ -268,6 +268,21 @@ class GitHubKitPort:
             raise GitHubError(f"{path} in {repo} is too large to read through the contents API")
         return base64.b64decode(data.get("content") or "").decode("utf-8", errors="replace")
 
+    async def list_tree(self, repo: str, ref: str) -> list[str]:
+        """Paths of the files at `ref` (recursive; GitHub caps very large trees)."""
+        owner, name = split_repo(repo)
+        with github_errors(f"list the files of {repo} at {ref}"):
+            resp = await self._github.rest.git.async_get_tree(
+                owner, name, ref, recursive="1", headers=self._headers
+            )
+        data: Any = resp.json()
+        items = data.get("tree") if isinstance(data, dict) else None
+        return [
+            i["path"]
+            for i in items or []
+            if isinstance(i, dict) and i.get("type") == "blob" and i.get("path")
+        ]
+
     async def create_check_run(
         self,
         repo: str,

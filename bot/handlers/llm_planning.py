@@ -89,12 +89,10 @@ async def repo_context(session: Session) -> RepoContext:
         if text:
             manifests[name] = text[:8000]
     tree: list[str] = []
-    get_tree = getattr(session.port, "list_tree", None)
-    if get_tree is not None:
-        try:
-            tree = await get_tree(session.repo, session.default_branch)
-        except GitHubError as exc:
-            log.info("no file tree for planning: %s", exc.message)
+    try:
+        tree = await session.port.list_tree(session.repo, session.default_branch)
+    except GitHubError as exc:
+        log.info("no file tree for planning: %s", exc.message)
     return RepoContext(readme=readme, file_tree=tree, manifests=manifests)
 
 

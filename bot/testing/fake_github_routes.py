@@ -144,6 +144,25 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         raw = text.encode()
         return JSONResponse(j.content_file_json(urls, repo, path, encode_content(text), len(raw)))
 
+    def get_tree(request: Request, data: Any) -> Response:
+        repo = fake._repo(request)
+        ref = request.path_params["ref"]
+        files = repo.files.get(ref if ref in repo.files else repo.default_branch, {})
+        base = f"{urls.api}/repos/{repo.owner}/{repo.name}/git"
+        items = [
+            {
+                "path": path,
+                "mode": "100644",
+                "type": "blob",
+                "sha": sha_of(path + text),
+                "size": len(text),
+                "url": f"{base}/blobs/{sha_of(path + text)}",
+            }
+            for path, text in sorted(files.items())
+        ]
+        sha = sha_of(ref)
+        return JSONResponse({"sha": sha, "url": f"{base}/trees/{sha}", "tree": items, "truncated": False})
+
     # ----- issues, comments, labels, reactions -------------------------------------------
     def list_issues(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
@@ -352,6 +371,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         (REPO, ["GET"], get_repo),
         (f"{REPO}/collaborators/{{username}}/permission", ["GET"], get_permission),
         (f"{REPO}/contents/{{path:path}}", ["GET"], get_contents),
+        (f"{REPO}/git/trees/{{ref:path}}", ["GET"], get_tree),
         (f"{REPO}/issues", ["GET"], list_issues),
         (f"{REPO}/issues", ["POST"], create_issue),
         (f"{REPO}/issues/{{number:int}}", ["GET"], get_issue),

@@ -240,3 +240,15 @@ async def test_token_port_identity(port: GitHubKitPort, fake: FakeGitHub) -> Non
     await port.get_repository(REPO)
     assert fake.requests[-1].headers["authorization"] == "token ghp_test"
     assert fake.requests[-1].headers["x-github-api-version"] == "2022-11-28"
+
+
+async def test_list_tree_lists_the_files_at_a_ref() -> None:
+    from bot.github.auth import token_port
+    from bot.testing.fake_github import FakeGitHub
+
+    fake = FakeGitHub(api_url="http://github.test", strict=True)
+    fake.add_repo("o/r")
+    fake.set_file("o/r", "README.md", "# r\n")
+    fake.set_file("o/r", "src/app.py", "print(1)\n")
+    port = token_port("ghs_x", base_url=fake.api_url, transport=fake.transport())
+    assert await port.list_tree("o/r", "main") == ["README.md", "src/app.py"]
