@@ -176,6 +176,9 @@ async def _run_agent(
     agent, notes = run.agents.select(chain)
     for note in notes:
         log.info("%s: %s", story.id, note)
+    # Reading and parsing the worktree is blocking work: keep it off the event loop, which
+    # also answers webhooks in server mode.
+    tree_map = await asyncio.to_thread(repo_map, wt.path, focus_files=list(story.files))
     summaries = {
         d: run.state.stories[d].summary or "" for d in story.depends_on if run.state.stories[d].summary
     }
@@ -183,7 +186,7 @@ async def _run_agent(
         prd=run.state.prd,
         story=story,
         dependency_summaries=summaries,
-        repo_map=repo_map(wt.path, focus_files=list(story.files)),
+        repo_map=tree_map,
         phase=phase,
         feedback=feedback,  # type: ignore[arg-type]
     )
