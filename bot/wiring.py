@@ -45,21 +45,14 @@ def default_background_tasks() -> list[Any]:
 
 def make_llm_factory(services: Services) -> Any:
     """`llm_for(repo_config, model)` from the server settings and the repo's `llm:` section."""
-    from bot.llm.pricing import Price, PriceTable
+    from bot.llm.pricing import repo_price_table
     from bot.llm.registry import create_llm
 
     settings = services.settings
 
     def llm_for(config: Any, model: str | None) -> Any:
         llm_cfg = config.llm if config is not None else None
-        prices = PriceTable()
-        if llm_cfg is not None and llm_cfg.prices:
-            prices = prices.with_overrides(
-                {
-                    name: Price(input_per_mtok=p.input_per_mtok, output_per_mtok=p.output_per_mtok)
-                    for name, p in llm_cfg.prices.items()
-                }
-            )
+        prices = repo_price_table(llm_cfg.prices if llm_cfg is not None else None)
         provider = (llm_cfg.provider if llm_cfg and llm_cfg.provider else None) or settings.llm_provider
         anthropic = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
         openai = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None

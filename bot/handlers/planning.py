@@ -12,7 +12,7 @@ import logging
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
 from bot.handlers.session import Session, session_for_event
 from bot.permissions import is_bot
-from bot.plan import PRD, changelog_lines, diff_prds, extract_prd_block, parse_prd, prd_to_yaml
+from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd
 from bot.plans import LoadedPlan, write_state
 from bot.rendering import messages
 from bot.rendering.plan_comment import render_plan_comment
@@ -24,8 +24,6 @@ from bot.state import PlanSource, PlanState, PlanStatus, new_plan, revise
 router = Router()
 log = logging.getLogger(__name__)
 DEFAULT_TRIGGER = "plan-cascade"
-README_NAMES = ("README.md", "README.rst", "README")
-MANIFESTS = ("pyproject.toml", "package.json", "Cargo.toml", "go.mod", "Makefile")
 
 
 @router.register("issues", "labeled")
@@ -213,18 +211,12 @@ def _agent_model(session: Session, config: RepoConfig | None) -> str:
 
 def _estimate(state: PlanState, config: RepoConfig | None, *, model: str):  # type: ignore[no-untyped-def]
     """The execution estimate at the model's price (the repo's `llm.prices` override it)."""
-    from bot.llm.pricing import Price, PriceTable
+    from bot.llm.pricing import Price, repo_price_table
     from bot.rendering.estimate import estimate_execution
 
-    prices = PriceTable()
-    if config is not None and config.llm.prices:
-        prices = prices.with_overrides(
-            {
-                n: Price(input_per_mtok=p.input_per_mtok, output_per_mtok=p.output_per_mtok)
-                for n, p in config.llm.prices.items()
-            }
-        )
-    price = prices.price(model) or Price(input_per_mtok=3.0, output_per_mtok=15.0)
+    price = repo_price_table(config.llm.prices if config else None).price(model) or Price(
+        input_per_mtok=3.0, output_per_mtok=15.0
+    )
     return estimate_execution(
         state.prd,
         price_in_per_mtok=price.input_per_mtok,
@@ -252,8 +244,3 @@ async def save_plan(session: Session, state: PlanState, *, comment_id: int | Non
     session._plan = loaded
     await session.store.cache(loaded, installation_id=session.installation_id)
     return loaded
-
-
-def prd_yaml(prd: PRD) -> str:
-    """The PRD as YAML (for the plan PR and `plan-cascade plan --output`)."""
-    return prd_to_yaml(prd)

@@ -8,6 +8,7 @@ find their family. Unknown models cost 0.0; `is_known` tells the caller so.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -111,3 +112,17 @@ class PriceTable:
             return 0.0
         price = self.price(model)
         return 0.0 if price is None else price.cost(usage)
+
+
+def repo_price_table(overrides: Mapping[str, Any] | None) -> PriceTable:
+    """The default table plus a repository's `llm.prices` (entries with `input_per_mtok` and
+    `output_per_mtok`)."""
+    table = PriceTable()
+    if not overrides:
+        return table
+    return table.with_overrides(
+        {
+            name: Price(input_per_mtok=p.input_per_mtok, output_per_mtok=p.output_per_mtok)
+            for name, p in overrides.items()
+        }
+    )
