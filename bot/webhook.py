@@ -18,7 +18,7 @@ from githubkit.webhooks import verify
 
 from bot.db.engine import Database
 from bot.db.intake import DeliveryRecord, DeliveryWriter
-from bot.db.queue import utcnow
+from bot.db.queue import job_row, utcnow
 from bot.log import log_context
 from bot.metrics import Metrics
 from bot.routing import DeliveryKeys, Router
@@ -125,22 +125,15 @@ async def _receive(
     if handled:
         # The job keeps the body as received, in its own text column; the worker decodes it
         # again (much cheaper than re-encoding the parsed payload into a JSON column).
-        job = {
-            "kind": WEBHOOK_JOB,
-            "group_key": keys.group_key(event_name),
-            "payload": {"event": event_name, "delivery_id": delivery_id},
-            "body": body.decode(),
-            "delivery_id": delivery_id,
-            "status": "queued",
-            "attempts": 0,
-            "max_attempts": intake.max_attempts,
-            "run_after": now,
-            "locked_by": None,
-            "lease_until": None,
-            "last_error": None,
-            "created_at": now,
-            "updated_at": now,
-        }
+        job = job_row(
+            kind=WEBHOOK_JOB,
+            group_key=keys.group_key(event_name),
+            payload={"event": event_name, "delivery_id": delivery_id},
+            body=body.decode(),
+            delivery_id=delivery_id,
+            max_attempts=intake.max_attempts,
+            now=now,
+        )
     record = DeliveryRecord(
         id=delivery_id,
         event=event_name,

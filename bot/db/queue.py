@@ -60,7 +60,7 @@ def backoff_seconds(attempts: int) -> float:
     return float(min(5 * 4 ** max(attempts - 1, 0), 900))
 
 
-def new_job(
+def job_row(
     *,
     kind: str,
     group_key: str,
@@ -69,21 +69,26 @@ def new_job(
     max_attempts: int = 5,
     run_after: datetime | None = None,
     now: datetime | None = None,
-) -> Job:
-    """A Job row ready to be added to a session (used inside the webhook's transaction)."""
+    body: str | None = None,
+) -> dict[str, Any]:
+    """Every column of a new, queued job (for `Job(**row)` or a bulk insert)."""
     moment = now or utcnow()
-    return Job(
-        kind=kind,
-        group_key=group_key,
-        payload=payload,
-        delivery_id=delivery_id,
-        status="queued",
-        attempts=0,
-        max_attempts=max_attempts,
-        run_after=run_after or moment,
-        created_at=moment,
-        updated_at=moment,
-    )
+    return {
+        "kind": kind,
+        "group_key": group_key,
+        "payload": payload,
+        "body": body,
+        "delivery_id": delivery_id,
+        "status": "queued",
+        "attempts": 0,
+        "max_attempts": max_attempts,
+        "run_after": run_after or moment,
+        "locked_by": None,
+        "lease_until": None,
+        "last_error": None,
+        "created_at": moment,
+        "updated_at": moment,
+    }
 
 
 class JobQueue:
@@ -119,14 +124,16 @@ class JobQueue:
                 existing = waiting.scalars().first()
             if existing is not None:
                 return existing
-        job = new_job(
-            kind=kind,
-            group_key=group_key,
-            payload=payload,
-            delivery_id=delivery_id,
-            max_attempts=max_attempts,
-            run_after=now + timedelta(seconds=delay_seconds),
-            now=now,
+        job = Job(
+            **job_row(
+                kind=kind,
+                group_key=group_key,
+                payload=payload,
+                delivery_id=delivery_id,
+                max_attempts=max_attempts,
+                run_after=now + timedelta(seconds=delay_seconds),
+                now=now,
+            )
         )
         async with self.db.write() as session:
             session.add(job)
