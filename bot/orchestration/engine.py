@@ -138,11 +138,9 @@ async def execute(run: Run) -> PlanState:
             break
         passed = [sid for sid in ids if run.state.stories[sid].status == StoryStatus.PASSED]
         batch_state = run.state.batches[number - 1] if number - 1 < len(run.state.batches) else None
-        if passed and run.publisher is not None and ready:
-            run.state = await run.publisher.publish_batch(run, number, passed)
-        elif (
-            passed and run.publisher is not None and batch_state is not None and batch_state.pr_number is None
-        ):
+        # Publish what changed, and what a crash left unpublished (no PR recorded yet).
+        unpublished = batch_state is not None and batch_state.pr_number is None
+        if passed and run.publisher is not None and (ready or unpublished):
             run.state = await run.publisher.publish_batch(run, number, passed)
         elif passed and run.publisher is None and ready:
             # Nothing publishes, but the next batch still starts from this batch's merge.

@@ -214,11 +214,9 @@ class GitHubPublisher:
             log.warning("could not create the roll-up check: %s", exc.message)
 
     async def _hands_off(self, run: Run, batch: int, record: BatchState, branch: str) -> PlanState:
-        note = (
-            f"Someone else pushed to `{branch}`, so Plan Cascade stops touching this branch; "
-            "it never overwrites human work. Continue by hand, or delete the branch to let the bot "
-            "publish again."
-        )
+        from bot.rendering import messages
+
+        note = messages.hands_off(branch)
         if record.pr_number is not None:
             await self.port.create_issue_comment(self.repo, record.pr_number, body=note)
         else:

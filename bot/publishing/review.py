@@ -14,6 +14,7 @@ from bot.handlers.session import Session
 from bot.orchestration.scheduler import batch_branch
 from bot.plan import Story
 from bot.publishing.github import with_batch
+from bot.rendering import messages
 from bot.state import PlanState, StoryState, StoryStatus
 from bot.workspace.git import PushRejected
 from bot.workspace.worktree import add_worktree, changed_files, head_sha, remove_worktree
@@ -76,11 +77,7 @@ async def apply_review_fix(
     record = loaded.state.batches[batch - 1]
     branch = record.branch or batch_branch(f"plan-cascade/{session.issue}", batch)
     if record.hands_off:
-        await session.port.create_issue_comment(
-            session.repo,
-            pr_number,
-            body=f"Someone else pushed to `{branch}`, so Plan Cascade no longer touches it.",
-        )
+        await session.port.create_issue_comment(session.repo, pr_number, body=messages.hands_off(branch))
         return
     text, files = await review_context(session, pr_number, review_id, feedback)
     story = Story(
@@ -154,9 +151,4 @@ async def _hands_off(session: Session, pr_number: int, branch: str, loaded: Any,
 
     record = loaded.state.batches[batch - 1].model_copy(update={"hands_off": True})
     await save_plan(session, with_batch(loaded.state, record), comment_id=loaded.comment_id)
-    await session.port.create_issue_comment(
-        session.repo,
-        pr_number,
-        body=f"Someone else pushed to `{branch}`, so Plan Cascade stops touching this branch; it never "
-        "overwrites human work.",
-    )
+    await session.port.create_issue_comment(session.repo, pr_number, body=messages.hands_off(branch))

@@ -198,3 +198,11 @@ def plan_failed(state: PlanState) -> str:
 def unknown_command(command: str, *, app_slug: str | None = None, trigger_label: str = "plan-cascade") -> str:
     """`command` is not a command we know; the reply includes the help text."""
     return _render("unknown_command", command=command, help=help_text(app_slug, trigger_label).strip())
+
+
+def hands_off(branch: str) -> str:
+    """Someone else pushed to a bot branch: the bot leaves it alone from now on."""
+    return (
+        f"Someone else pushed to `{branch}`, so Plan Cascade stops touching this branch; it never "
+        "overwrites human work. Continue by hand, or delete the branch to let the bot publish again."
+    )
