@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -33,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.testing.deliveries import encode, load_fixture, signed_headers  # noqa: E402
+from bot.testing.server_process import free_port, running_server  # noqa: E402
+from tests.support import rsa_private_key_pem  # noqa: E402
 
 SECRET = "bench-webhook-secret"
 BARE_APP = """
@@ -47,12 +48,6 @@ async def hook(request: Request):
 async def health():
     return {"status": "ok"}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -207,39 +202,20 @@ async def main() -> None:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="pc-bench-"))
-    from tests.support import rsa_private_key_pem
 
-    key = tmp / "key.pem"
-    key.write_text(rsa_private_key_pem())
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp),
-        "PLAN_CASCADE_APP_ID": "1",
-        "PLAN_CASCADE_PRIVATE_KEY_PATH": str(key),
-        "PLAN_CASCADE_WEBHOOK_SECRET": SECRET,
-        "PLAN_CASCADE_DATA_DIR": str(tmp / "data"),
-        "PLAN_CASCADE_LOG_LEVEL": "WARNING",
-    }
     bodies = make_bodies(args.n)
     results = {}
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "--env-file",
-            str(tmp / "none"),
-            "serve",
-            "--no-workers",
-            "--port",
-            str(port),
-        ],
-        cwd=ROOT,
-        env=env,
+    server = running_server(
+        tmp,
+        api_url="https://api.github.com",
+        webhook_secret=SECRET,
+        private_key_pem=rsa_private_key_pem(),
+        extra_env={"PLAN_CASCADE_LOG_LEVEL": "WARNING", "PLAN_CASCADE_APPROVAL_POLL_SECONDS": "60"},
+        serve_args=["--no-workers"],
     )
     bare_port = free_port()
     (tmp / "bare_app.py").write_text(BARE_APP)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp)}
     bare = subprocess.Popen(
         [
             sys.executable,
@@ -257,19 +233,20 @@ async def main() -> None:
     )
     use_wrk = shutil.which("wrk") is not None
     try:
-        await wait_ready(f"http://127.0.0.1:{port}", server)
-        await wait_ready(f"http://127.0.0.1:{bare_port}", bare)
-        if use_wrk:
-            bare_r = wrk_burst(f"http://127.0.0.1:{bare_port}", args.seconds, args.concurrency, tmp)
-            ours = wrk_burst(f"http://127.0.0.1:{port}", args.seconds, args.concurrency, tmp)
-        else:
-            await burst(f"http://127.0.0.1:{bare_port}", bodies[:100], args.concurrency)  # warm-up
-            results["bare FastAPI"] = await burst(f"http://127.0.0.1:{bare_port}", bodies, args.concurrency)
-            results["plan-cascade"] = await burst(f"http://127.0.0.1:{port}", bodies, args.concurrency)
+        with server as (url, _proc):
+            await wait_ready(f"http://127.0.0.1:{bare_port}", bare)
+            if use_wrk:
+                bare_r = wrk_burst(f"http://127.0.0.1:{bare_port}", args.seconds, args.concurrency, tmp)
+                ours = wrk_burst(url, args.seconds, args.concurrency, tmp)
+            else:
+                await burst(f"http://127.0.0.1:{bare_port}", bodies[:100], args.concurrency)  # warm-up
+                results["bare FastAPI"] = await burst(
+                    f"http://127.0.0.1:{bare_port}", bodies, args.concurrency
+                )
+                results["plan-cascade"] = await burst(url, bodies, args.concurrency)
     finally:
-        for proc in (server, bare):
-            proc.terminate()
-            proc.wait(timeout=30)
+        bare.terminate()
+        bare.wait(timeout=30)
     if use_wrk:
         print(
             f"{args.seconds} s of deliveries from wrk (1 in 21 a redelivery), "

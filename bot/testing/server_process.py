@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,8 +31,9 @@ def running_server(
     webhook_secret: str,
     private_key_pem: str,
     extra_env: dict[str, str] | None = None,
+    serve_args: Sequence[str] = (),
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Start `plan-cascade serve` on a free port; yield its base URL and process; stop it after."""
+    """Start `plan-cascade serve [serve_args]` on a free port; yield its URL and process; stop it after."""
     key = tmp / "app.pem"
     key.write_text(private_key_pem)
     env = {
@@ -58,6 +59,7 @@ def running_server(
                 "--env-file",
                 str(tmp / "none.env"),
                 "serve",
+                *serve_args,
                 "--port",
                 str(port),
             ],
