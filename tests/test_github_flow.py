@@ -61,6 +61,10 @@ async def test_label_with_prd_block_posts_one_plan_comment(h: Harness) -> None:
     assert [s.id for s in state.prd.stories] == ["STORY-001", "STORY-002", "STORY-003"]
     assert state.batches_ids() == [["STORY-001", "STORY-002"], ["STORY-003"]]
     assert h.fake.requests_to("POST", r"/repos/octo-org/hello-world/issues/1/reactions")
+    # Written once, readable from the first moment: one create, no follow-up edit.
+    (create,) = h.fake.requests_to("POST", r"/repos/octo-org/hello-world/issues/1/comments")
+    assert decode_state(create.json["body"]) == state
+    assert not h.fake.requests_to("PATCH", r"/repos/octo-org/hello-world/issues/comments/\d+")
     # A redelivery (same id) changes nothing; a second label event edits the same comment.
     assert await h.deliver("issues", labeled(number=1, sender="maint"), delivery="d1") == 200
     await h.drain()

@@ -19,7 +19,7 @@ from bot.rendering.plan_comment import render_plan_comment
 from bot.repoconfig import RepoConfig
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.state import PlanSource, PlanState, PlanStatus, new_plan, revise
+from bot.state import INLINE_STATE_LIMIT, PlanSource, PlanState, PlanStatus, new_plan, revise, state_payload
 
 router = Router()
 log = logging.getLogger(__name__)
@@ -233,13 +233,22 @@ async def save_plan(session: Session, state: PlanState, *, comment_id: int | Non
     plan comment, so the plan stays first in the issue's timeline.
     """
     previous = session._plan if session._plan and session._plan.comment_id == comment_id else None
-    if comment_id is None:
-        pending = render(session, state, state_block="<!-- plan-cascade:state-pending -->")
-        comment_id = (await session.port.create_issue_comment(session.repo, session.issue, body=pending)).id
-    block, parts = await write_state(session.port, state, existing=previous.parts if previous else {})
-    await session.port.update_issue_comment(
-        session.repo, comment_id, body=render(session, state, state_block=block)
-    )
+    if comment_id is None and len(state_payload(state)) <= INLINE_STATE_LIMIT:
+        # A new plan that fits one comment is written once, state and all.
+        block, parts = await write_state(session.port, state, existing={})
+        body = render(session, state, state_block=block)
+        comment_id = (await session.port.create_issue_comment(session.repo, session.issue, body=body)).id
+    else:
+        if comment_id is None:
+            # Parts need the plan comment to exist first (it stays first in the timeline).
+            pending = render(session, state, state_block="<!-- plan-cascade:state-pending -->")
+            comment_id = (
+                await session.port.create_issue_comment(session.repo, session.issue, body=pending)
+            ).id
+        block, parts = await write_state(session.port, state, existing=previous.parts if previous else {})
+        await session.port.update_issue_comment(
+            session.repo, comment_id, body=render(session, state, state_block=block)
+        )
     loaded = LoadedPlan(state, comment_id, previous.reactions_etag if previous else None, parts)
     session._plan = loaded
     await session.store.cache(loaded, installation_id=session.installation_id)
