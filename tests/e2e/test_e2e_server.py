@@ -122,7 +122,8 @@ def test_labelled_issue_to_pull_requests(world: World) -> None:
         ),
     )
     assert resp.status_code == 202
-    comment, state = world.wait(lambda: world.plan()[0] and world.plan())
+    # Wait for a readable state, not just a comment: the fake may be mid-write when first seen.
+    comment, state = world.wait(lambda: world.plan()[1] and world.plan())
     assert state.status == PlanStatus.AWAITING_APPROVAL
     assert "```mermaid" in comment.body
     world.fake.add_reaction(REPO, comment.id, "reader", "+1")  # does not count
@@ -175,7 +176,7 @@ def test_unhappy_paths(world: World) -> None:
     world.wait(lambda: any("STORY-003 → STORY-003" in c.body for c in world.fake.comments(REPO, 2)))
     # A read-only user's approve is refused.
     world.post("issues", labeled)
-    world.wait(lambda: world.plan()[0])
+    world.wait(lambda: world.plan()[1])
     comment = payload(
         "issue_comment.created.1",
         number=1,
