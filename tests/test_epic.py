@@ -128,3 +128,18 @@ async def test_a_child_waits_for_the_children_it_needs(tmp_path: Path) -> None:
         h.fake.add_issue(REPO, title="second", body="y\n" + child_marker(9, [1]))
         session = await open_session(h.services, repo=REPO, issue=2, installation_id=4242)
         assert await waiting_for(session) == [1], "issue 1 has no completed plan yet"
+
+
+async def test_approving_an_approved_plan_starts_it_again(tmp_path: Path) -> None:
+    from tests.test_github_flow import PRD
+
+    async with Harness(tmp_path) as h:
+        h.fake.add_issue(REPO, title="Rate limiting", body=PRD)
+        await h.deliver("issues", labeled(number=1, sender="octo-org"))
+        await h.deliver("issue_comment", commented(number=1, body="/plan-cascade approve"))
+        await h.drain()
+        assert len(h.started) == 1
+        # e.g. a child that was told to wait for the children it needs: approve again, it starts.
+        await h.deliver("issue_comment", commented(number=1, body="/plan-cascade approve"))
+        await h.drain()
+        assert len(h.started) == 2 and h.started[0] == h.started[1]

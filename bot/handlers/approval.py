@@ -72,6 +72,10 @@ async def record_approval(
     if state == before:
         if reply:
             await session.reply(messages.approval_recorded(state, user, outcome=outcome))
+        if state.status == PlanStatus.APPROVED:
+            # Approving an approved plan starts it again: a child of an epic that waited for
+            # the children it needs is started this way (the execute job is queued once).
+            await start_execution(session, loaded)
         return state
     saved = await save_plan(session, state, comment_id=loaded.comment_id)
     if reply:
