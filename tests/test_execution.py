@@ -327,3 +327,23 @@ async def test_parallel_stories_naming_the_same_file_are_warned_about(tmp_path: 
         s for s in run.reporter.states if s.stories["STORY-001"].status == StoryStatus.RUNNING
     )
     assert first_running.warnings == [warning], "the warning is saved before the batch starts"
+
+
+async def test_the_tool_path_reaches_agents_and_gates(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "house-tool").write_text("#!/bin/bash\necho house-tool-ran\n")
+    (tools / "house-tool").chmod(0o755)
+    script = agent_script(
+        tmp_path, "uses-tool.sh", 'id=$(echo "$1" | tr A-Z a-z)\nhouse-tool > "$2/$id.txt"\n'
+    )
+    gate = "gates:\n  detect: false\n  custom:\n    - name: tool\n      command: house-tool\n"
+    remote = make_remote(tmp_path)
+    prd = THREE_INDEPENDENT.split("  - id: STORY-002")[0]
+    run = make_run(
+        tmp_path, remote, approved_state(prd), config_for(script, gate), tool_path=f"{tools}:/usr/bin:/bin"
+    )
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.PASSED, state.stories["STORY-001"].reason
+    assert git("show", "plan-cascade/7/story-001:story-001.txt", cwd=remote) == "house-tool-ran"
+    assert run.reporter.conclusions("STORY-001", "tool") == ["success"]
