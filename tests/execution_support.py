@@ -89,7 +89,7 @@ def approved_state(prd_yaml: str, *, repo: str = "octo/demo", issue: int = 7) ->
 
 def make_run(tmp: Path, remote: Path, state: PlanState, config: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
     """A Run against the bare remote with a recording reporter."""
-    from bot.orchestration.engine import Run
+    from bot.orchestration.run import Run
 
     data = tmp / "data"
     reporter = kwargs.pop("reporter", RecordingReporter())

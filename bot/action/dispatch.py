@@ -22,7 +22,7 @@ from bot.action.result import StoryReport, dispatch_inputs, gate_of, story_check
 from bot.errors import GitHubError, WorkspaceError
 from bot.github.models import CheckRun
 from bot.github.port import GitHubPort
-from bot.orchestration.engine import Run
+from bot.orchestration.run import Run
 from bot.orchestration.scheduler import runnable, story_branch
 from bot.state import StoryStatus
 

@@ -17,7 +17,7 @@ from bot.action.result import StoryReport, story_check_name
 from bot.errors import PlanCascadeError, StateError
 from bot.github.port import GitHubPort
 from bot.handlers.session import open_session
-from bot.orchestration.engine import Run, batch_base
+from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import in_scope, story_branch
 from bot.services import Services
 from bot.state import PlanState, PlanStatus, StoryState, StoryStatus

@@ -16,7 +16,8 @@ from typing import Any
 from bot.db.queue import ClaimedJob
 from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.session import Session, session_for_job
-from bot.orchestration.engine import Run, execute
+from bot.orchestration.engine import execute
+from bot.orchestration.run import Run
 from bot.services import Services
 from bot.state import PlanState, PlanStatus, StoryStatus, transition
 from bot.worker import JobKinds

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bot.errors import WorkspaceError
 from bot.gates.report import conclusion
-from bot.orchestration.engine import Run, batch_base
+from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch
 from bot.publishing.batch import merge_batch
 from bot.publishing.github import with_batch

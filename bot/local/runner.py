@@ -278,7 +278,8 @@ def retry_failed(state: PlanState) -> PlanState:
 
 async def drive(record: LocalRun, *, config: RepoConfig, store: RunStore, ctx: LocalContext) -> int:
     """Run the engine to an outcome (or an interrupt), then print the summary; the exit code."""
-    from bot.orchestration.engine import Run, execute
+    from bot.orchestration.engine import execute
+    from bot.orchestration.run import Run
     from bot.workspace.mirror import Mirror
 
     reporter = LocalReporter(store, record, console=ctx.console, clock=ctx.clock)

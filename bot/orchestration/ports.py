@@ -10,7 +10,7 @@ from bot.gates.report import GateResult
 from bot.state import PlanState
 
 if TYPE_CHECKING:
-    from bot.orchestration.engine import Run
+    from bot.orchestration.run import Run
 
 
 class Reporter(Protocol):

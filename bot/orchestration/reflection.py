@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from bot.errors import LLMError
-from bot.orchestration.engine import Run
+from bot.orchestration.run import Run
 from bot.plan import PRD, Story, changelog_lines, diff_prds, prd_to_yaml, validate_prd
 from bot.state import PlanState, PlanStatus, StoryStatus, revise, transition
 

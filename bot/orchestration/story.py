@@ -14,7 +14,7 @@ from bot.errors import AgentError, WorkspaceError
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, failure_feedback
 from bot.gates.run import run_gates
-from bot.orchestration.engine import Run
+from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
 from bot.plan import Story
 from bot.state import StoryStatus

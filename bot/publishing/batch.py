@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from bot.errors import WorkspaceError
 from bot.gates.report import GateResult
-from bot.orchestration.engine import Run, batch_base
+from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch, story_branch
 from bot.state import StoryStatus
 from bot.workspace.worktree import add_worktree, head_sha, merge_branches, remove_worktree

@@ -12,7 +12,7 @@ from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult, annotation_batches, check_output, check_run_name, conclusion
 from bot.github.port import GitHubPort
 from bot.handlers.checks import gate_external_id
-from bot.orchestration.engine import Run
+from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch
 from bot.publishing.batch import merge_batch
 from bot.rendering.pr_body import pr_body, pr_title

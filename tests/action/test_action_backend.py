@@ -20,7 +20,8 @@ from bot.action.services import action_services
 from bot.github.auth import token_port
 from bot.handlers.execution import build_run
 from bot.handlers.session import open_session
-from bot.orchestration.engine import Run, execute
+from bot.orchestration.engine import execute
+from bot.orchestration.run import Run
 from bot.plan import extract_prd_block
 from bot.state import PLAN_MARKER, PlanState, PlanStatus, StoryStatus, decode_state, encode_state
 from tests.action.action_support import PRD, TOKEN, ActionWorld, outputs
