@@ -26,10 +26,11 @@ GIT_ENV = {
 }
 
 
-def git(*args: str, cwd: Path) -> str:
-    """Run git as a developer would (own identity, no global config)."""
+def git(*args: str, cwd: Path, email: str | None = None) -> str:
+    """Run git as a developer would (own identity, or `email`'s; no global config)."""
+    env = GIT_ENV if email is None else {**GIT_ENV, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_EMAIL": email}
     return subprocess.run(
-        ["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True, text=True
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
     ).stdout.strip()
 
 

@@ -8,6 +8,7 @@ Responses carry every field githubkit's models require for the endpoints served.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -28,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_body
@@ -82,6 +84,8 @@ class FakeGitHub:
     requests: list[RecordedRequest] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     issued_tokens: dict[str, int] = field(default_factory=dict)
+    email_logins: dict[str, str] = field(default_factory=dict)
+    """Commit email → GitHub login (GitHub links commits to accounts by verified email)."""
     clock: Callable[[], float] = time.monotonic
     """Stamps `RecordedRequest.at`; tests pass their fake clock."""
 
@@ -131,17 +135,65 @@ class FakeGitHub:
         fake.issues[issue.number] = issue
         return issue
 
-    def add_comment(self, repo: str, number: int, *, body: str, user: str = "octocat") -> m.FakeComment:
+    def add_comment(
+        self, repo: str, number: int, *, body: str, user: str = "octocat", created_at: str | None = None
+    ) -> m.FakeComment:
         fake = self.repos[repo]
         association = "OWNER" if user == fake.owner else "NONE"
         comment = m.FakeComment(next(self._ids), number, body, user, author_association=association)
+        if created_at is not None:
+            comment.created_at = comment.updated_at = created_at
         fake.comments[comment.id] = comment
         return comment
 
-    def add_reaction(self, repo: str, comment_id: int, login: str, content: str) -> m.FakeReaction:
+    def edit_comment(self, repo: str, comment_id: int, *, body: str, editor: str) -> m.FakeComment:
+        """`editor` edits a comment in the web UI (anyone with write access may edit anyone's)."""
+        comment = self.repos[repo].comments[comment_id]
+        comment.body = body
+        comment.updated_at = m.now_iso()
+        comment.edits.append((editor, comment.updated_at))
+        return comment
+
+    def add_reaction(
+        self, repo: str, comment_id: int, login: str, content: str, *, created_at: str | None = None
+    ) -> m.FakeReaction:
+        """`login` reacts to a comment; like GitHub, a second identical reaction is the first one."""
+        reactions = self.repos[repo].comment_reactions.setdefault(comment_id, [])
+        for existing in reactions:
+            if existing.user == login and existing.content == content:
+                return existing
         reaction = m.FakeReaction(next(self._ids), content, login)
-        self.repos[repo].comment_reactions.setdefault(comment_id, []).append(reaction)
+        if created_at is not None:
+            reaction.created_at = created_at
+        reactions.append(reaction)
         return reaction
+
+    def add_commit(self, repo: str, sha: str) -> None:
+        """Register a commit GitHub knows, for a repository without a git directory."""
+        self.repos[repo].known_commits.add(sha)
+
+    def add_branch(self, repo: str, name: str, sha: str | None = None) -> str:
+        """Register a branch (and its head commit) for a repository without a git directory."""
+        sha = sha or m.sha_of(f"{repo}:{name}")
+        self.repos[repo].branches[name] = sha
+        self.repos[repo].known_commits.add(sha)
+        return sha
+
+    def has_commit(self, repo: str, sha: str) -> bool:
+        """Whether GitHub has commit `sha` in `repo` (its git directory, or registered by a test)."""
+        fake = self.repos[repo]
+        if sha in fake.known_commits or (g.is_sha(sha) and sha in fake.files):
+            return True
+        git_dir = fake.git_dir
+        return git_dir is not None and g.is_sha(sha) and g.resolve(git_dir, sha) == sha
+
+    def branch_head(self, repo: str, branch: str) -> str | None:
+        """The sha a branch points at on GitHub, or None when it does not exist."""
+        fake = self.repos[repo]
+        if branch in fake.branches:
+            return fake.branches[branch]
+        git_dir = fake.git_dir
+        return g.branch_sha(git_dir, branch) if git_dir is not None else None
 
     def add_pull(
         self,
@@ -152,11 +204,16 @@ class FakeGitHub:
         title: str = "A change",
         body: str = "",
         user: str = "",
+        head_repo: str | None = None,
+        head_sha: str | None = None,
     ) -> m.FakePull:
+        """A pull request opened by `user` (a fork's when `head_repo` names another repository)."""
         fake = self.repos[repo]
         issue = m.FakeIssue(self._next_number(fake), title, body, user or self.actor, is_pull=True)
         fake.issues[issue.number] = issue
-        pull = m.FakePull(issue.number, head, m.sha_of(head), base)
+        sha = head_sha or (None if head_repo else self.branch_head(repo, head)) or m.sha_of(head)
+        fake.known_commits.add(sha)
+        pull = m.FakePull(issue.number, head, sha, base, head_repo=head_repo)
         fake.pulls[pull.number] = pull
         return pull
 
@@ -227,9 +284,10 @@ class FakeGitHub:
                     return JSONResponse(fault.body, fault.status, headers=fault.headers)
             try:
                 self._authorize(request)
-                return handler(request, data)
+                response = handler(request, data)
             except HttpError as exc:
                 return JSONResponse(error_body(exc.status, exc.message, exc.errors), exc.status)
+            return _conditional(request, response)
 
         return endpoint
 
@@ -283,6 +341,19 @@ class FakeGitHub:
 
 
 _ALL_METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD", "OPTIONS"]
+
+
+def _conditional(request: Request, response: Response) -> Response:
+    """Like GitHub: every 200 GET carries an ETag, and a matching `If-None-Match` gets 304."""
+    if request.method != "GET" or response.status_code != 200:
+        return response
+    etag = response.headers.get("etag")
+    if etag is None:
+        etag = f'W/"{hashlib.sha256(bytes(response.body)).hexdigest()[:32]}"'
+        response.headers["etag"] = etag
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers={"etag": etag})
+    return response
 
 
 @contextmanager

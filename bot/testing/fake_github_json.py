@@ -276,14 +276,18 @@ def pull_json(
     issue: FakeIssue,
     users: dict[str, dict[str, Any]],
     repo_data: dict[str, Any],
+    head_repo_data: dict[str, Any] | None = None,
+    base_sha: str = "0" * 40,
 ) -> dict[str, Any]:
     """A pull request as `GET /pulls/{n}` answers it (a superset of the list shape)."""
     api = f"{urls.api}/repos/{repo.full_name}"
     html = f"{urls.html}/{repo.full_name}/pull/{pull.number}"
     owner = users[repo.owner]
 
-    def side(ref: str, sha: str) -> dict[str, Any]:
-        return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": sha, "user": owner, "repo": repo_data}
+    def side(ref: str, sha: str, data: dict[str, Any]) -> dict[str, Any]:
+        login = data.get("owner", {}).get("login") or repo.owner
+        user = users.get(login, owner)
+        return {"label": f"{login}:{ref}", "ref": ref, "sha": sha, "user": user, "repo": data}
 
     def link(href: str) -> dict[str, str]:
         return {"href": href}
@@ -318,8 +322,8 @@ def pull_json(
         "assignees": [],
         "requested_reviewers": [users[login] for login in pull.requested_reviewers],
         "requested_teams": [],
-        "head": side(pull.head_ref, pull.head_sha),
-        "base": side(pull.base_ref, "0" * 40),
+        "head": side(pull.head_ref, pull.head_sha, head_repo_data or repo_data),
+        "base": side(pull.base_ref, base_sha, repo_data),
         "_links": {
             "self": link(f"{api}/pulls/{pull.number}"),
             "html": link(html),

@@ -6,7 +6,9 @@ import base64
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 LEGACY_PERMISSION = {
     "admin": "admin",
@@ -62,6 +64,8 @@ class FakeComment:
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
     author_association: str = "NONE"
+    edits: list[tuple[str, str]] = field(default_factory=list)
+    """(editor login, when) for every edit after creation, as GraphQL `userContentEdits` lists them."""
 
 
 @dataclass
@@ -99,6 +103,10 @@ class FakePull:
     merged_at: str | None = None
     requested_reviewers: list[str] = field(default_factory=list)
     requested_teams: list[str] = field(default_factory=list)
+    head_repo: str | None = None
+    """`owner/name` of the repository the head branch lives in when it is a fork."""
+    commits: list[dict[str, Any]] = field(default_factory=list)
+    """The PR's commits (as the commits API lists them) when the repository has no git directory."""
 
 
 @dataclass
@@ -148,10 +156,23 @@ class FakeRepo:
     review_comments: list[FakeReviewComment] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)
     dispatches: list[dict[str, Any]] = field(default_factory=list)
+    known_commits: set[str] = field(default_factory=set)
+    """Commits GitHub has, registered by tests without a git directory."""
+    branches: dict[str, str] = field(default_factory=dict)
+    """Branch → sha, registered by tests without a git directory."""
 
     @property
     def full_name(self) -> str:
         return f"{self.owner}/{self.name}"
+
+    @property
+    def git_dir(self) -> Path | None:
+        """The bare repository behind a `file://` clone URL: GitHub's view of the commits."""
+        parts = urlsplit(self.clone_url or "")
+        if parts.scheme != "file":
+            return None
+        path = Path(unquote(parts.path))
+        return path if (path / "HEAD").is_file() else None
 
 
 def encode_content(text: str) -> str:

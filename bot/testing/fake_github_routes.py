@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
 from bot.testing.fake_github_model import (
     LEGACY_PERMISSION,
@@ -92,7 +93,24 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         users = {login: fake._user(login) for login in {repo.owner, repo.issues[pull.number].user}}
         users.update({login: fake._user(login) for login in pull.requested_reviewers})
         issue = repo.issues[pull.number]
-        return j.pull_json(urls, repo, pull, issue=issue, users=users, repo_data=repo_data(repo))
+        if pull.head_repo is None and issue.state == "open":
+            pull.head_sha = fake.branch_head(repo.full_name, pull.head_ref) or pull.head_sha
+        head_data = repo_data(repo)
+        if pull.head_repo is not None:
+            owner, name = pull.head_repo.split("/")
+            fork = fake.repos.get(pull.head_repo) or FakeRepo(repo.id + 7, owner, name)
+            head_data = {**repo_data(fork), "fork": True}
+            users.setdefault(owner, fake._user(owner))
+        return j.pull_json(
+            urls,
+            repo,
+            pull,
+            issue=issue,
+            users=users,
+            repo_data=repo_data(repo),
+            head_repo_data=head_data,
+            base_sha=fake.branch_head(repo.full_name, pull.base_ref) or "0" * 40,
+        )
 
     def reaction(reactions: list[FakeReaction], data: Any) -> Response:
         content = (data or {}).get("content")
@@ -139,6 +157,8 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         path = request.path_params["path"]
         ref = request.query_params.get("ref") or repo.default_branch
         text = repo.files.get(ref, {}).get(path)
+        if text is None and repo.git_dir is not None:
+            text = g.show_file(repo.git_dir, ref, path)
         if text is None:
             raise HttpError(404, "Not Found")
         raw = text.encode()
@@ -147,7 +167,10 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
     def get_tree(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
         ref = request.path_params["ref"]
-        files = repo.files.get(ref if ref in repo.files else repo.default_branch, {})
+        if ref in repo.files or repo.git_dir is None:
+            files = repo.files.get(ref if ref in repo.files else repo.default_branch, {})
+        else:
+            files = g.list_files(repo.git_dir, ref)
         base = f"{urls.api}/repos/{repo.owner}/{repo.name}/git"
         items = [
             {
@@ -216,6 +239,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         if request.method == "PATCH":
             found.body = _require_text(data, "body", "IssueComment") or ""
             found.updated_at = now_iso()
+            found.edits.append((fake.actor, found.updated_at))
         return JSONResponse(j.comment_json(urls, repo, found, fake._user(found.user)))
 
     def issue_reactions(request: Request, data: Any) -> Response:
@@ -258,6 +282,8 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         repo = fake._repo(request)
         name = _require_text(data, "name", "CheckRun") or ""
         head_sha = _require_text(data, "head_sha", "CheckRun") or ""
+        if not fake.has_commit(repo.full_name, head_sha):
+            raise HttpError(422, f"No commit found for SHA: {head_sha}")
         run = FakeCheckRun(next(fake._ids), name, head_sha)
         apply_check_fields(run, data)
         repo.check_runs[run.id] = run
@@ -275,7 +301,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
     def list_check_runs(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
         ref = request.path_params["ref"]
-        shas = {ref} | {p.head_sha for p in repo.pulls.values() if p.head_ref == ref}
+        shas = {ref, fake.branch_head(repo.full_name, ref) or ref}
         name = request.query_params.get("check_name")
         runs = [r for r in repo.check_runs.values() if r.head_sha in shas and name in (None, r.name)]
         runs.sort(key=lambda r: -r.id)
@@ -308,6 +334,28 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         base = _require_text(data, "base", "PullRequest") or ""
         if head == base:
             raise _invalid("PullRequest", "base")
+        head_sha = fake.branch_head(repo.full_name, head)
+        base_sha = fake.branch_head(repo.full_name, base)
+        if head_sha is None:
+            raise _invalid("PullRequest", "head")
+        if base_sha is None:
+            raise _invalid("PullRequest", "base")
+        git_dir = repo.git_dir
+        ahead = (
+            g.commits_between(git_dir, base_sha, head_sha) if git_dir is not None else head_sha != base_sha
+        )
+        if not ahead:
+            raise HttpError(
+                422,
+                "Validation Failed",
+                [
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": f"No commits between {base} and {head}",
+                    }
+                ],
+            )
         for pull in repo.pulls.values():
             if pull.head_ref == head and pull.base_ref == base and repo.issues[pull.number].state == "open":
                 message = f"A pull request already exists for {repo.owner}:{head}."
@@ -316,10 +364,11 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
                     "Validation Failed",
                     [{"resource": "PullRequest", "code": "custom", "message": message}],
                 )
-        pull = fake.add_pull(repo.full_name, head=head, base=base, title=title, body=body or "")
+        pull = fake.add_pull(
+            repo.full_name, head=head, base=base, title=title, body=body or "", head_sha=head_sha
+        )
         repo.issues[pull.number].body = body
         pull.draft = bool(data.get("draft"))
-        pull.head_sha = sha_of(head)
         return JSONResponse(pull_body(repo, pull), 201)
 
     def pull(request: Request, data: Any) -> Response:
@@ -356,6 +405,67 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         ]
         return fake._page(request, [j.review_comment_json(urls, repo, c, fake._user(c.user)) for c in chosen])
 
+    def commit_json(repo: FakeRepo, commit: g.GitCommit) -> dict[str, Any]:
+        def person(email: str) -> dict[str, Any] | None:
+            login = fake.email_logins.get(email.lower()) or g.noreply_login(email)
+            return fake._user(login) if login else None
+
+        api = f"{urls.api}/repos/{repo.full_name}"
+        return {
+            "sha": commit.sha,
+            "node_id": f"C_{commit.sha[:12]}",
+            "url": f"{api}/commits/{commit.sha}",
+            "html_url": f"{urls.html}/{repo.full_name}/commit/{commit.sha}",
+            "commit": {
+                "author": {
+                    "name": commit.author_name,
+                    "email": commit.author_email,
+                    "date": commit.author_date,
+                },
+                "committer": {
+                    "name": commit.committer_name,
+                    "email": commit.committer_email,
+                    "date": commit.committer_date,
+                },
+                "message": commit.message,
+            },
+            "author": person(commit.author_email),
+            "committer": person(commit.committer_email),
+            "parents": [{"sha": p, "url": f"{api}/commits/{p}"} for p in commit.parents],
+        }
+
+    def pull_commits(request: Request, data: Any) -> Response:
+        repo, found = pull_of(request)
+        git_dir = repo.git_dir
+        if git_dir is None or found.head_repo is not None:
+            return fake._page(request, list(found.commits))
+        head = fake.branch_head(repo.full_name, found.head_ref) or found.head_sha
+        base = fake.branch_head(repo.full_name, found.base_ref) or found.base_ref
+        commits = [commit_json(repo, c) for c in g.commits_between(git_dir, base, head)]
+        return fake._page(request, commits)
+
+    def graphql(request: Request, data: Any) -> Response:
+        query = str((data or {}).get("query") or "")
+        variables = (data or {}).get("variables") or {}
+        if "userContentEdits" not in query:
+            return JSONResponse({"errors": [{"message": "FakeGitHub serves only the comment-edits query"}]})
+        node_id = str(variables.get("id") or "")
+        for repo in fake.repos.values():
+            for comment in repo.comments.values():
+                if f"IC_{comment.id}" == node_id:
+                    edits = [
+                        {"editor": {"login": who}, "editedAt": at} for who, at in reversed(comment.edits)
+                    ]
+                    node = {
+                        "author": {"login": comment.user},
+                        "editor": {"login": comment.edits[-1][0]} if comment.edits else None,
+                        "lastEditedAt": comment.edits[-1][1] if comment.edits else None,
+                        "userContentEdits": {"totalCount": len(edits), "nodes": edits[:100]},
+                    }
+                    return JSONResponse({"data": {"node": node}})
+        message = f"Could not resolve to a node with the global id of '{node_id}'"
+        return JSONResponse({"data": {"node": None}, "errors": [{"type": "NOT_FOUND", "message": message}]})
+
     def dispatch(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
         ref = _require_text(data, "ref", "Workflow") or ""
@@ -367,6 +477,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     return [
         ("/app", ["GET"], get_app),
+        ("/graphql", ["POST"], graphql),
         ("/app/installations/{installation_id:int}/access_tokens", ["POST"], access_token),
         (REPO, ["GET"], get_repo),
         (f"{REPO}/collaborators/{{username}}/permission", ["GET"], get_permission),
@@ -387,6 +498,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         (f"{REPO}/pulls", ["GET", "POST"], pulls),
         (f"{REPO}/pulls/{{number:int}}", ["GET", "PATCH"], pull),
         (f"{REPO}/pulls/{{number:int}}/requested_reviewers", ["POST"], request_reviewers),
+        (f"{REPO}/pulls/{{number:int}}/commits", ["GET"], pull_commits),
         (f"{REPO}/pulls/{{number:int}}/reviews/{{review_id:int}}/comments", ["GET"], review_comments),
         (f"{REPO}/actions/workflows/{{workflow_id}}/dispatches", ["POST"], dispatch),
     ]

@@ -37,6 +37,9 @@ async def test_githubkit_models_accept_every_answer(kit: GitHub[Any], fake: Fake
     fake.set_permission(REPO, "alice", "maintain")
     fake.set_file(REPO, "README.md", "hello")
     pull = fake.add_pull(REPO, head="cascade/1", base="trunk")
+    fake.add_commit(REPO, "a" * 40)
+    fake.add_branch(REPO, "trunk")
+    fake.add_branch(REPO, "cascade/2")
     fake.add_review_comment(REPO, pull.number, review_id=5, path="a.py", line=1, body="b", user="bob")
 
     calls: list[Callable[[], Awaitable[Any]]] = [
@@ -63,6 +66,7 @@ async def test_githubkit_models_accept_every_answer(kit: GitHub[Any], fake: Fake
         lambda: rest.pulls.async_update("octo", "widgets", pull.number, title="P2"),
         lambda: rest.pulls.async_request_reviewers("octo", "widgets", pull.number, reviewers=["bob"]),
         lambda: rest.pulls.async_list_comments_for_review("octo", "widgets", pull.number, 5),
+        lambda: rest.pulls.async_list_commits("octo", "widgets", pull.number),
     ]
     for call in calls:
         response = await call()

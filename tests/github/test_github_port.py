@@ -150,6 +150,7 @@ async def test_get_file_text_decodes_base64(port: GitHubKitPort, fake: FakeGitHu
 
 
 async def test_check_runs(port: GitHubKitPort, fake: FakeGitHub) -> None:
+    fake.add_commit(REPO, "a" * 40)
     output = {"title": "Plan", "summary": "3 tasks"}
     run = await port.create_check_run(
         REPO,
@@ -183,6 +184,8 @@ async def test_check_runs(port: GitHubKitPort, fake: FakeGitHub) -> None:
 
 
 async def test_pull_requests(port: GitHubKitPort, fake: FakeGitHub) -> None:
+    for branch in ("trunk", "main", "cascade/1-cache"):
+        fake.add_branch(REPO, branch)
     assert await port.find_pull_request(REPO, "cascade/1-cache") is None
     created = await port.create_pull_request(
         REPO, title="Cache", body="Part of plan", head="cascade/1-cache", base="trunk", draft=True
@@ -208,7 +211,9 @@ async def test_pull_requests(port: GitHubKitPort, fake: FakeGitHub) -> None:
     assert listed is not None and listed.merged  # the list shape has merged_at only
 
 
-async def test_duplicate_pull_request_is_a_github_error(port: GitHubKitPort) -> None:
+async def test_duplicate_pull_request_is_a_github_error(port: GitHubKitPort, fake: FakeGitHub) -> None:
+    fake.add_branch(REPO, "trunk")
+    fake.add_branch(REPO, "cascade/x")
     await port.create_pull_request(REPO, title="A", body="", head="cascade/x", base="trunk")
     with pytest.raises(GitHubError) as caught:
         await port.create_pull_request(REPO, title="A", body="", head="cascade/x", base="trunk")
