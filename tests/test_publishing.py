@@ -97,6 +97,11 @@ async def test_approved_plan_becomes_one_stacked_pr_per_batch(h: Harness, tmp_pa
     names = {r["name"] for r in _check_runs(h)}
     assert "plan-cascade / STORY-001 / files" in names and "plan-cascade" in names
     assert "plan-cascade / batch-1 / files" in names
+    # GitHub keeps only check runs on commits it has: the integration gate's run is on the
+    # pushed batch head, next to the roll-up check.
+    batch_head = git("rev-parse", "plan-cascade/1/batch-1", cwd=h.remote)
+    kept = {(r.name, r.conclusion) for r in h.fake.repo(REPO).check_runs.values() if r.head_sha == batch_head}
+    assert {("plan-cascade / batch-1 / files", "success"), ("plan-cascade", "success")} <= kept
     assert [b.pr_number for b in state.batches] == [p.number for p in pulls]
     assert h.fake.requests_to("POST", rf"/repos/{REPO}/pulls/\d+/requested_reviewers")
 

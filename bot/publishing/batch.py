@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.errors import WorkspaceError
@@ -28,6 +29,8 @@ class BatchOutcome:
     merged: list[str]
     failed: dict[str, str] = field(default_factory=dict)
     integration: list[GateResult] = field(default_factory=list)
+    hands_off: bool = False
+    """The branch holds someone else's work: nothing was pushed and no gate ran."""
 
     @property
     def gates_passed(self) -> bool:
@@ -35,8 +38,18 @@ class BatchOutcome:
         return all(r.passed for r in self.integration)
 
 
-async def merge_batch(run: Run, batch: int, story_ids: list[str]) -> BatchOutcome:
-    """Build the batch branch from its base and the passed stories; re-run conflicting ones."""
+PushHead = Callable[[str], Awaitable[bool]]
+"""Publishes the merged head before its integration gates run; False leaves the branch alone."""
+
+
+async def merge_batch(
+    run: Run, batch: int, story_ids: list[str], *, push: PushHead | None = None
+) -> BatchOutcome:
+    """Build the batch branch from its base and the passed stories; re-run conflicting ones.
+
+    With `push`, the merged head is pushed before the integration gates run, so their check
+    runs name a commit GitHub has (it refuses check runs on unknown commits).
+    """
     branch = batch_branch(run.branch_prefix, batch)
     base = batch_base(run, batch)
     path = run.work_root / f"batch-{batch}"
@@ -72,6 +85,8 @@ async def merge_batch(run: Run, batch: int, story_ids: list[str]) -> BatchOutcom
             await run.story(sid, important=True, status=StoryStatus.FAILED, reason=reason)
         integration: list[GateResult] = []
         head = await head_sha(wt)
+        if push is not None and merged and not await push(head):
+            return BatchOutcome(branch=branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
         if run.config.gates.integration and merged:
             integration = await _integration_gates(run, wt.path, head, batch)
         return BatchOutcome(

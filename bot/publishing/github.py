@@ -128,13 +128,20 @@ class GitHubPublisher:
         branch = batch_branch(run.branch_prefix, batch)
         if record.hands_off:
             return run.state
-        outcome = await merge_batch(run, batch, story_ids)
+
+        async def push(head: str) -> bool:
+            remote = await run.mirror.remote_sha(branch)
+            if remote is not None and remote != record.head_sha and not await _authored_by_bot(run, remote):
+                return False
+            if remote != head:
+                await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+            return True
+
+        outcome = await merge_batch(run, batch, story_ids, push=push)
+        if outcome.hands_off:
+            return await self._hands_off(run, batch, record, branch)
         if not outcome.merged:
             return run.state
-        remote = await run.mirror.remote_sha(branch)
-        if remote is not None and remote != record.head_sha and not await _authored_by_bot(run, remote):
-            return await self._hands_off(run, batch, record, branch)
-        await run.mirror.push(branch, expected_remote_sha=remote, force=True)
         integration = {r.name: conclusion(r) for r in outcome.integration}
         failed_gate = not outcome.gates_passed
         draft = failed_gate and run.config.publishing.draft_on_failure
