@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 COMMANDS = ("plan", "approve", "revise", "cancel", "status", "retry", "skip", "fix", "help")
 PREFIX = "/plan-cascade"
 _STORY = re.compile(r"^[A-Z][A-Z0-9]*-\d{3}$")
+_REVISION = re.compile(r"^[0-9a-f]{7,64}$")
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class Command:
     batch: int | None = None
     stories: list[str] = field(default_factory=list)
     problem: str | None = None
+    revision: str | None = None
+    """`approve <hash-prefix>`: the revision the approver means (refused when it is not current)."""
 
     @property
     def valid(self) -> bool:
@@ -79,17 +82,20 @@ def parse_command(body: str | None, *, app_slug: str | None = None) -> Command |
 
 def _parse_approve(text: str) -> Command:
     words = text.split()
+    revision = None
+    if words and _REVISION.match(words[0].lower().strip("`")):
+        revision, words = words[0].lower().strip("`"), words[1:]
     if not words:
-        return Command(name="approve")
+        return Command(name="approve", text=text, revision=revision)
     if words[0].lower() == "batch":
         if len(words) == 2 and words[1].isdigit() and int(words[1]) >= 1:
-            return Command(name="approve", text=text, batch=int(words[1]))
+            return Command(name="approve", text=text, batch=int(words[1]), revision=revision)
         return Command(name="approve", text=text, problem="use `/plan-cascade approve batch N` with a number")
     upper = [w.upper().rstrip(",") for w in words]
     if all(_STORY.match(w) for w in upper):
-        return Command(name="approve", text=text, stories=upper)
+        return Command(name="approve", text=text, stories=upper, revision=revision)
     return Command(
         name="approve",
         text=text,
-        problem="`approve` takes nothing, `batch N`, or story ids such as `STORY-001`",
+        problem="`approve` takes nothing, a revision hash, `batch N`, or story ids such as `STORY-001`",
     )

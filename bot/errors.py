@@ -91,3 +91,15 @@ class AgentError(PlanCascadeError):
 
 class JobError(PlanCascadeError):
     """A queued job failed; the queue retries it with backoff."""
+
+
+class StalePlan(PlanCascadeError):
+    """Someone else wrote the plan since it was read: re-read it (`fresh`) and decide again."""
+
+    def __init__(self, message: str, *, fresh: object) -> None:
+        super().__init__(message)
+        self.fresh = fresh
+
+
+class UnknownIdentity(PlanCascadeError):
+    """The bot's own login is not known yet: no plan state can be trusted without it."""

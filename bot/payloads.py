@@ -7,6 +7,7 @@ ignore the rest, and treat every field as possibly missing.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -80,6 +81,7 @@ class CommentRef(_Lenient):
     author_association: str = "NONE"
     html_url: str | None = None
     performed_via_github_app: dict[str, Any] | None = None
+    created_at: datetime | None = None
 
 
 class BranchRef(_Lenient):
@@ -87,6 +89,7 @@ class BranchRef(_Lenient):
 
     ref: str = ""
     sha: str = ""
+    repo: RepoRef | None = None
 
 
 class PullRequestRef(_Lenient):

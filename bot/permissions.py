@@ -1,16 +1,24 @@
 """Who may act: write access (admin, maintain, write), checked with GitHub and cached briefly.
 
 `author_association` is only a cheap pre-filter: someone who is not an owner, member or
-collaborator cannot hold write access, so no API call is spent on them.
+collaborator cannot hold write access, so no API call is spent on them. Any GitHub error
+while deciding is a refusal (fail closed), logged with its reason.
+
+`may_start` is THE approval rule: every way to start or resume work (approve, 👍, an
+approving review of the plan PR, retry, skip, fix, a check run's Re-run) goes through it.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from bot.errors import GitHubError
 from bot.github.port import GitHubPort, Permission
+
+log = logging.getLogger(__name__)
 
 WRITE_ROLES: frozenset[str] = frozenset({"admin", "maintain", "write"})
 # Associations that can come with write access; everyone else is refused without a call.
@@ -58,19 +66,32 @@ async def may_act(
     repo: str,
     login: str,
     association: str | None = None,
+    user_type: str | None = None,
 ) -> Verdict:
-    """Whether `login` may use the bot on `repo` (write access or better)."""
+    """Whether `login` may use the bot on `repo` (write access or better; never a bot)."""
+    if not login or is_bot(login, user_type):
+        return _refused(repo, login, Verdict(False, "bot", "bots and Apps never command Plan Cascade"))
     if association is not None and association.upper() not in MAY_HAVE_WRITE:
-        return Verdict(
-            False,
-            "read" if association.upper() == "CONTRIBUTOR" else "none",
-            f"author association {association}",
+        return _refused(
+            repo,
+            login,
+            Verdict(
+                False,
+                "read" if association.upper() == "CONTRIBUTOR" else "none",
+                f"author association {association}",
+            ),
         )
-    permission = await cache.permission(port, repo, login)
-    return Verdict(permission in WRITE_ROLES, permission)
+    try:
+        permission = await cache.permission(port, repo, login)
+    except GitHubError as exc:
+        return _refused(repo, login, Verdict(False, "unknown", f"GitHub could not say ({exc.message})"))
+    verdict = Verdict(
+        permission in WRITE_ROLES, permission, "" if permission in WRITE_ROLES else "no write access"
+    )
+    return verdict if verdict.allowed else _refused(repo, login, verdict)
 
 
-async def may_approve(
+async def may_start(
     port: GitHubPort,
     cache: PermissionCache,
     *,
@@ -78,11 +99,17 @@ async def may_approve(
     login: str,
     approvers: Sequence[str],
     association: str | None = None,
+    user_type: str | None = None,
 ) -> Verdict:
-    """Write access, and — when `approvers:` is configured — being on that list."""
-    verdict = await may_act(port, cache, repo=repo, login=login, association=association)
+    """The approval rule: not a bot, write access, and on `approvers:` when that is configured."""
+    verdict = await may_act(port, cache, repo=repo, login=login, association=association, user_type=user_type)
     if not verdict.allowed:
         return verdict
     if approvers and login.lower() not in {a.lower() for a in approvers}:
-        return Verdict(False, verdict.permission, "not in the approvers list")
+        return _refused(repo, login, Verdict(False, verdict.permission, "not in the approvers list"))
+    return verdict
+
+
+def _refused(repo: str, login: str, verdict: Verdict) -> Verdict:
+    log.info("refused %s on %s: %s (permission %s)", login or "?", repo, verdict.reason, verdict.permission)
     return verdict

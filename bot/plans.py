@@ -1,9 +1,13 @@
 """Where a plan lives: its comment on the issue (canonical) and a database row (cache).
 
-`PlanStore.load` prefers the comment the cache points at and falls back to scanning the
-issue's comments, so a wiped database loses nothing: the next event rebuilds the row
-from the comment's hidden state block. Only comments written by a bot account are
-trusted: a human pasting a copy of a plan comment cannot forge plan state.
+A plan comment is believed only when the bot wrote it AND its state block verifies: the
+signature made with the server's state key (or, without a key, an edit history showing
+that nobody but the bot edited it) and the PRD's recomputed hash. Anyone with write access
+can edit the bot's comments; a block that does not verify is ignored, logged, and the bot
+says once on the issue that the plan comment was altered and must be re-planned.
+
+Writes are compare-and-swap on the state's `version` (the database row's `version`
+column, or the comment itself without a database), so no write is lost to another.
 """
 
 from __future__ import annotations
@@ -14,32 +18,39 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from bot.db.engine import Database
 from bot.db.models import PlanRecord
 from bot.db.queue import utcnow
-from bot.errors import GitHubError
+from bot.errors import GitHubError, StalePlan, UnknownIdentity
 from bot.github.models import Comment
 from bot.github.port import GitHubPort
-from bot.state import (
+from bot.rendering import messages
+from bot.state import PlanState, PlanStatus
+from bot.state_block import (
     INLINE_STATE_LIMIT,
     PART_SIZE,
     STATE_MARKER,
-    PlanState,
-    PlanStatus,
-    decode_state,
+    decode_payload,
+    find_block,
+    integrity_problem,
     is_plan_comment,
     join_parts,
     parse_part,
     parse_reference,
     part_body,
+    sign,
+    signature_valid,
     split_payload,
     state_payload,
     state_reference,
 )
 
 log = logging.getLogger(__name__)
+RETIRED_PART = "_Plan Cascade plan data: no longer used._"
+ALTERED = "altered"
+"""The cache row's status for a plan whose comment no longer verifies (not polled, not run)."""
 
 
 @dataclass
@@ -53,45 +64,31 @@ class LoadedPlan:
     """Continuation comment id → body last read or written, for a state too big for one comment."""
 
 
-RETIRED_PART = "_Plan Cascade plan data: no longer used._"
+def same_login(a: str | None, b: str | None) -> bool:
+    """GitHub logins compare case-insensitively."""
+    return bool(a) and bool(b) and a.lower() == b.lower()  # type: ignore[union-attr]
 
 
-async def read_state(
-    port: GitHubPort, repo: str, comment: Comment, *, bot_login: str | None
-) -> tuple[PlanState, dict[int, str]] | None:
-    """The state a plan comment carries, inline or in its continuation comments."""
-    state = decode_state(comment.body or "")
-    if state is not None:
-        return state, {}
-    reference = parse_reference(comment.body)
-    if reference is None:
-        return None
-    ids, digest = reference
-    parts: dict[int, str] = {}
-    chunks = []
-    for part_id in ids:
-        try:
-            part = await port.get_issue_comment(repo, part_id)
-        except GitHubError as exc:
-            log.warning("plan state part %s unreadable: %s", part_id, exc.message)
-            return None
-        parsed = parse_part(part.body)
-        if parsed is None or not trusted_author(part, bot_login):
-            return None
-        parts[part_id] = part.body or ""
-        chunks.append(parsed[4])
-    joined = join_parts(chunks, digest)
-    return (joined, parts) if joined is not None else None
+def require_identity(bot_login: str | None) -> str:
+    """The bot's login, or UnknownIdentity: without it no plan comment can be believed."""
+    if not bot_login:
+        raise UnknownIdentity("the bot's own login is unknown: no plan state is trusted until it is")
+    return bot_login
+
+
+def altered_marker(comment_id: int) -> str:
+    """The hidden line of the notice posted once for an altered plan comment."""
+    return f"<!-- plan-cascade:altered comment={comment_id} -->"
 
 
 async def write_state(
-    port: GitHubPort, state: PlanState, *, existing: dict[int, str]
+    port: GitHubPort, state: PlanState, *, existing: dict[int, str], key: bytes | None
 ) -> tuple[str, dict[int, str]]:
-    """The hidden block for the plan comment; writes continuation comments when needed."""
+    """The signed hidden block for the plan comment; writes continuation comments when needed."""
     payload = state_payload(state)
     old_ids = list(existing)
     if len(payload) <= INLINE_STATE_LIMIT:
-        block, parts = f"<!-- {STATE_MARKER} v1 {payload} -->", dict[int, str]()
+        block, parts = f"<!-- {STATE_MARKER} v2 sig={sign(payload, key)} {payload} -->", dict[int, str]()
     else:
         chunks = split_payload(payload, PART_SIZE)
         parts = {}
@@ -104,91 +101,259 @@ async def write_state(
             else:
                 part_id = (await port.create_issue_comment(state.repo, state.issue, body=body)).id
             parts[part_id] = body
-        block = state_reference(list(parts), payload)
+        block = state_reference(list(parts), payload, key=key)
     for part_id in old_ids:
         if part_id not in parts and existing[part_id] != RETIRED_PART:
             await port.update_issue_comment(state.repo, part_id, body=RETIRED_PART)
     return block, parts
 
 
-def trusted_author(comment: Comment, bot_login: str | None) -> bool:
-    """Only our own (bot) comments carry plan state we believe."""
-    if bot_login:
-        return comment.user_login.lower() == bot_login.lower()
-    return comment.user_type == "Bot"
-
-
 class PlanStore:
     """Read and write plans on GitHub, with the database as a cache (optional)."""
 
-    def __init__(self, db: Database | None = None, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        db: Database | None = None,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        key: bytes | None = None,
+    ) -> None:
         self.db = db
         self.clock = clock
+        self.key = key
 
+    # -- reading ------------------------------------------------------------------------
     async def load(
         self, port: GitHubPort, repo: str, issue: int, *, bot_login: str | None
     ) -> LoadedPlan | None:
-        """The plan of an issue, or None when the issue has no plan comment yet."""
+        """The issue's plan, or None when it has none we can believe (an altered one is reported)."""
+        bot = require_identity(bot_login)
         record = await self._record(repo, issue)
+        comment = None
         if record is not None and record.plan_comment_id:
             try:
                 comment = await port.get_issue_comment(repo, record.plan_comment_id)
             except GitHubError as exc:
-                if getattr(exc, "status", None) != 404:
+                if exc.status != 404:
                     raise
+            if comment is not None and not same_login(comment.user_login, bot):
                 comment = None
-            if comment is not None and trusted_author(comment, bot_login):
-                found = await read_state(port, repo, comment, bot_login=bot_login)
-                if found is not None:
-                    return LoadedPlan(found[0], comment.id, record.reactions_etag, found[1])
-        loaded = await self.find_on_github(port, repo, issue, bot_login=bot_login)
-        if loaded is not None:
-            log.info("rebuilt plan state of %s#%s from comment %s", repo, issue, loaded.comment_id)
+        if comment is None:
+            comment = await self._newest_plan_comment(port, repo, issue, bot)
+        if comment is None:
+            return None
+        believed = await self.believe(port, repo, issue, comment, bot_login=bot, cached=record)
+        if isinstance(believed, str):
+            await self._report_altered(port, repo, issue, comment, believed, bot_login=bot)
+            return None
+        same = record is not None and record.plan_comment_id == comment.id
+        etag = record.reactions_etag if record is not None and same else None
+        loaded = LoadedPlan(believed[0], comment.id, etag, believed[1])
+        if not same or record is None or record.version < loaded.state.version:
+            log.info("cached plan state of %s#%s from comment %s", repo, issue, comment.id)
             await self.cache(loaded)
         return loaded
 
     async def find_on_github(
         self, port: GitHubPort, repo: str, issue: int, *, bot_login: str | None
     ) -> LoadedPlan | None:
-        """Scan the issue's comments for the newest plan comment we wrote."""
-        found: LoadedPlan | None = None
+        """The plan in the newest plan comment the bot wrote, if it verifies (no cache involved)."""
+        bot = require_identity(bot_login)
+        comment = await self._newest_plan_comment(port, repo, issue, bot)
+        if comment is None:
+            return None
+        believed = await self.believe(port, repo, issue, comment, bot_login=bot, cached=None)
+        if isinstance(believed, str):
+            log.warning("plan comment %s of %s#%s is not trusted: %s", comment.id, repo, issue, believed)
+            return None
+        return LoadedPlan(believed[0], comment.id, parts=believed[1])
+
+    async def _newest_plan_comment(
+        self, port: GitHubPort, repo: str, issue: int, bot_login: str
+    ) -> Comment | None:
+        found = None
         for comment in await port.list_issue_comments(repo, issue):
-            if not is_plan_comment(comment.body) or not trusted_author(comment, bot_login):
-                continue
-            read = await read_state(port, repo, comment, bot_login=bot_login)
-            if read is not None and read[0].repo.lower() == repo.lower() and read[0].issue == issue:
-                found = LoadedPlan(read[0], comment.id, parts=read[1])
+            if is_plan_comment(comment.body) and same_login(comment.user_login, bot_login):
+                found = comment
         return found
 
+    async def believe(
+        self,
+        port: GitHubPort,
+        repo: str,
+        issue: int,
+        comment: Comment,
+        *,
+        bot_login: str,
+        cached: PlanRecord | None,
+    ) -> tuple[PlanState, dict[int, str]] | str:
+        """The state and parts a plan comment carries, or why it must not be believed."""
+        if not same_login(comment.user_login, bot_login):
+            return f"it was written by {comment.user_login}, not by {bot_login}"
+        parts: dict[int, str] = {}
+        block = find_block(comment.body)
+        if block is not None:
+            payload, signature, version = block.payload, block.signature, block.version
+        else:
+            reference = parse_reference(comment.body)
+            if reference is None:
+                return "it carries no readable plan state"
+            ids, digest, ref = reference
+            chunks = []
+            for part_id in ids:
+                part = await port.get_issue_comment(repo, part_id)
+                parsed = parse_part(part.body)
+                if parsed is None or not same_login(part.user_login, bot_login):
+                    return f"its continuation comment {part_id} is not the bot's plan data"
+                parts[part_id] = part.body or ""
+                chunks.append(parsed[4])
+            joined = join_parts(chunks, digest)
+            if joined is None:
+                return "a continuation comment of its state was changed or is missing"
+            payload, signature, version = joined, ref.signature, ref.version
+        state = decode_payload(payload)
+        if state is None:
+            return "its state block is unreadable"
+        distrust = await self._distrust(port, comment, payload, signature, version, state, cached, bot_login)
+        return distrust or integrity_problem(state, repo=repo, issue=issue) or (state, parts)
+
+    async def _distrust(
+        self,
+        port: GitHubPort,
+        comment: Comment,
+        payload: str,
+        signature: str | None,
+        version: int,
+        state: PlanState,
+        cached: PlanRecord | None,
+        bot_login: str,
+    ) -> str | None:
+        """Why the block's origin cannot be vouched for (None when it can)."""
+        if version >= 2 and signature_valid(payload, signature, self.key):
+            return None
+        if version == 1 and cached is not None and _same_state(cached.state, state):
+            return None  # an unsigned block from before signatures, identical to our own copy
+        if self.key is not None:
+            return "its signature does not match" if version >= 2 else "it is an unsigned old-format block"
+        editors = await port.comment_editors(comment)
+        if editors is None:
+            return "it is unsigned and its edit history could not be read"
+        others = sorted({e or "an unknown user" for e in editors if not same_login(e, bot_login)})
+        return f"it was edited by {', '.join(others)}" if others else None
+
+    async def _report_altered(
+        self, port: GitHubPort, repo: str, issue: int, comment: Comment, reason: str, *, bot_login: str
+    ) -> None:
+        """Log it, stop polling or running it, and say so on the issue once."""
+        log.warning("plan comment %s of %s#%s is not trusted: %s", comment.id, repo, issue, reason)
+        if self.db is not None:
+            async with self.db.write() as session:
+                await session.execute(
+                    update(PlanRecord)
+                    .where(PlanRecord.repo == repo, PlanRecord.issue_number == issue)
+                    .values(status=ALTERED)
+                )
+        marker = altered_marker(comment.id)
+        for existing in await port.list_issue_comments(repo, issue):
+            if marker in (existing.body or "") and same_login(existing.user_login, bot_login):
+                return
+        await port.create_issue_comment(
+            repo, issue, body=messages.plan_altered(comment.html_url, reason) + "\n" + marker
+        )
+
+    # -- writing ------------------------------------------------------------------------
+    async def next_version(self, repo: str, issue: int) -> int:
+        """The version a new plan comment for the issue starts at (after any cached one)."""
+        record = await self._record(repo, issue)
+        return (record.version if record is not None else 0) + 1
+
+    async def compare_and_set(
+        self,
+        port: GitHubPort,
+        loaded: LoadedPlan,
+        *,
+        expected: int | None,
+        installation_id: int | None,
+        bot_login: str | None,
+    ) -> None:
+        """Claim the write of `loaded.state`, read at version `expected` (None: a new comment).
+
+        Raises StalePlan, carrying the newest state, when someone else wrote in between.
+        """
+        state = loaded.state
+        if self.db is None:
+            if expected is None:
+                return
+            current = await self._comment_state(port, state.repo, state.issue, loaded.comment_id, bot_login)
+            if current is not None and current.state.version != expected:
+                current.parts = loaded.parts
+                raise StalePlan(_stale_message(state, current.state.version), fresh=current)
+            return
+        values = self._row_values(loaded, installation_id)
+        async with self.db.write() as session:
+            key = (PlanRecord.repo == state.repo, PlanRecord.issue_number == state.issue)
+            if expected is not None:
+                done = await session.execute(
+                    update(PlanRecord).where(*key, PlanRecord.version == expected).values(**values)
+                )
+                if getattr(done, "rowcount", 0) == 1:
+                    return
+            row = await session.get(PlanRecord, (state.repo, state.issue))
+            if row is None or expected is None:
+                if row is None:
+                    session.add(PlanRecord(repo=state.repo, issue_number=state.issue, **values))
+                else:
+                    for name, value in values.items():
+                        setattr(row, name, value)
+                return
+            fresh = LoadedPlan(
+                PlanState.model_validate(row.state),
+                row.plan_comment_id or loaded.comment_id,
+                row.reactions_etag,
+                loaded.parts,
+            )
+        raise StalePlan(_stale_message(state, fresh.state.version), fresh=fresh)
+
+    async def _comment_state(
+        self, port: GitHubPort, repo: str, issue: int, comment_id: int, bot_login: str | None
+    ) -> LoadedPlan | None:
+        """What the plan comment holds now (no database: the comment is the only record)."""
+        comment = await port.get_issue_comment(repo, comment_id)
+        believed = await self.believe(
+            port, repo, issue, comment, bot_login=require_identity(bot_login), cached=None
+        )
+        return None if isinstance(believed, str) else LoadedPlan(believed[0], comment_id, parts=believed[1])
+
     async def cache(self, loaded: LoadedPlan, *, installation_id: int | None = None) -> None:
-        """Upsert the database row of a plan (no-op without a database)."""
+        """Upsert the database row of a plan, never replacing a newer version (no-op without a database)."""
         if self.db is None:
             return
         state = loaded.state
+        values = self._row_values(loaded, installation_id)
         async with self.db.write() as session:
             row = await session.get(PlanRecord, (state.repo, state.issue))
-            data: dict[str, Any] = state.model_dump(mode="json")
             if row is None:
-                session.add(
-                    PlanRecord(
-                        repo=state.repo,
-                        issue_number=state.issue,
-                        status=state.status.value,
-                        installation_id=installation_id,
-                        plan_comment_id=loaded.comment_id,
-                        reactions_etag=loaded.reactions_etag,
-                        state=data,
-                        updated_at=self.clock(),
-                    )
-                )
-            else:
-                row.status = state.status.value
-                row.plan_comment_id = loaded.comment_id
-                row.reactions_etag = loaded.reactions_etag
-                row.state = data
-                row.updated_at = self.clock()
-                if installation_id is not None:
-                    row.installation_id = installation_id
+                session.add(PlanRecord(repo=state.repo, issue_number=state.issue, **values))
+            elif row.version <= state.version:
+                for name, value in values.items():
+                    setattr(row, name, value)
+
+    def _row_values(self, loaded: LoadedPlan, installation_id: int | None) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "status": loaded.state.status.value,
+            "plan_comment_id": loaded.comment_id or None,
+            "reactions_etag": loaded.reactions_etag,
+            "state": loaded.state.model_dump(mode="json"),
+            "updated_at": self.clock(),
+            "version": loaded.state.version,
+        }
+        if installation_id is not None:
+            values["installation_id"] = installation_id
+        return values
+
+    async def cached(self, repo: str, issue: int) -> PlanRecord | None:
+        """The database row of a plan (None without a database or row)."""
+        return await self._record(repo, issue)
 
     async def _record(self, repo: str, issue: int) -> PlanRecord | None:
         if self.db is None:
@@ -210,3 +375,17 @@ class PlanStore:
                 select(PlanRecord).where(PlanRecord.status.in_([s.value for s in statuses]))
             )
             return list(rows.scalars())
+
+
+def _same_state(cached: dict[str, Any], state: PlanState) -> bool:
+    try:
+        return PlanState.model_validate(cached) == state
+    except ValueError:
+        return False
+
+
+def _stale_message(state: PlanState, current: int) -> str:
+    return (
+        f"the plan of {state.repo}#{state.issue} changed while it was being written "
+        f"(now version {current}): read it again"
+    )

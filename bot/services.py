@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.db.queue import utcnow
+from bot.errors import GitHubError, UnknownIdentity
 from bot.permissions import PermissionCache
 from bot.plans import PlanStore
 
@@ -20,6 +22,10 @@ if TYPE_CHECKING:
     from bot.metrics import Metrics
     from bot.repoconfig import RepoConfig
     from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+IDENTITY_RETRY_DELAYS = (0.5, 2.0)
+"""Pauses between attempts to learn the App's slug before the job is retried later."""
 
 
 @dataclass
@@ -44,14 +50,43 @@ class Services:
     # Where the App's slug comes from (the App-level JWT client); else asked of the port.
     slug_source: Callable[[], Awaitable[str | None]] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     _slug: str | None = None
     _slug_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _plan_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     async def app_slug(self, port: GitHubPort) -> str | None:
-        """The App's slug (for `@slug` mentions and our comments' author), asked once."""
-        if self._slug is None:
-            async with self._slug_lock:
-                if self._slug is None:
-                    source = self.slug_source or port.get_app_slug
-                    self._slug = await source() or ""
+        """The App's slug (for `@slug` mentions and our comments' author), learned once.
+
+        Only a known answer is kept: a failed lookup is retried with backoff and then raises
+        (the job is retried later). It never falls back to "any bot": the bot's login decides
+        which comments carry plan state. With `bot_login` set (the Action) a missing slug is fine.
+        """
+        if self._slug is not None:
+            return self._slug or None
+        async with self._slug_lock:
+            if self._slug is None:
+                self._slug = await self._learn_slug(port)
         return self._slug or None
+
+    async def _learn_slug(self, port: GitHubPort) -> str:
+        source = self.slug_source or port.get_app_slug
+        problem = "GitHub did not say"
+        for delay in (*IDENTITY_RETRY_DELAYS, None):
+            try:
+                slug = await source()
+            except GitHubError as exc:
+                slug, problem = None, exc.message
+            if slug:
+                return slug
+            if self.bot_login:
+                return ""  # an explicit login (the Action's token): no slug needed
+            if delay is None:
+                break
+            log.warning("could not learn the App's slug (%s): retrying in %ss", problem, delay)
+            await self.sleep(delay)
+        raise UnknownIdentity(f"the App's own identity is unknown ({problem}): retrying later")
+
+    def plan_lock(self, repo: str, issue: int) -> asyncio.Lock:
+        """Serialises this process's writes of one plan (the database compare-and-swap spans processes)."""
+        return self._plan_locks.setdefault(f"{repo.lower()}#{issue}", asyncio.Lock())

@@ -7,6 +7,8 @@ the variable to set.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
 from typing import Literal
 
@@ -76,6 +78,8 @@ class Settings(BaseSettings):
     """How long a claimed job stays claimed without a heartbeat before another worker reclaims it."""
     job_max_attempts: int = Field(default=5, ge=1, validation_alias="PLAN_CASCADE_JOB_MAX_ATTEMPTS")
     """Attempts before a failing job is marked dead."""
+    state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
+    """Key that signs the plan state hidden in plan comments; default derived from the webhook secret."""
 
     @model_validator(mode="after")
     def _check_key_source(self) -> Settings:
@@ -125,6 +129,23 @@ class Settings(BaseSettings):
         assert pem is not None
         check_private_key(pem)
 
+    def state_signing_key(self) -> bytes | None:
+        """The key plan comments' state blocks are signed with (None: nothing to sign with).
+
+        `PLAN_CASCADE_STATE_KEY` when set, else derived from the webhook secret, so a server
+        needs no extra setting. Changing either invalidates the plans' signatures: the bot
+        then asks for a re-plan on each issue (it never trusts a block it cannot verify).
+        """
+        explicit = self.state_key.get_secret_value() if self.state_key else None
+        if not is_placeholder(explicit):
+            assert explicit is not None
+            return derive_state_key(explicit, purpose=b"plan-cascade/state-key/explicit/v1")
+        secret = self.webhook_secret.get_secret_value() if self.webhook_secret else None
+        if is_placeholder(secret):
+            return None
+        assert secret is not None
+        return derive_state_key(secret, purpose=b"plan-cascade/state-key/v1")
+
     def llm_api_key(self) -> str | None:
         """The key for the configured provider, or None for providers that need none."""
         if self.llm_provider == "anthropic":
@@ -135,6 +156,11 @@ class Settings(BaseSettings):
             key = self.openai_api_key
         value = key.get_secret_value() if key else None
         return None if is_placeholder(value) else value
+
+
+def derive_state_key(secret: str, *, purpose: bytes = b"plan-cascade/state-key/v1") -> bytes:
+    """A 32-byte signing key from a secret (HMAC-SHA256 with a fixed purpose label)."""
+    return hmac.new(secret.encode(), purpose, hashlib.sha256).digest()
 
 
 def check_private_key(pem: str) -> None:

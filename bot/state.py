@@ -1,23 +1,16 @@
 """The plan's state machine and its canonical state: pure, no I/O.
 
-The state travels in a hidden marker block inside the plan comment (GitHub is the
-source of truth, STYLE §4) and is cached in the database; `encode_state` /
-`decode_state` move it in and out of a comment body.
+The state travels in a signed hidden block inside the plan comment (GitHub is the
+source of truth, STYLE §4; see `bot.state_block`) and is cached in the database.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
-import re
-import zlib
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from bot.errors import StateError
 from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
@@ -110,6 +103,9 @@ class PlanState(BaseModel):
     """Everything needed to resume a plan, carried in the plan comment."""
 
     format: int = Field(default=1, description="Version of this state format.")
+    version: int = Field(
+        default=0, description="+1 on every write: writes are compare-and-swap on it, so none is lost."
+    )
     repo: str = Field(description="owner/name.")
     issue: int = Field(description="The issue the plan belongs to.")
     status: PlanStatus = PlanStatus.AWAITING_APPROVAL
@@ -131,6 +127,13 @@ class PlanState(BaseModel):
     perspectives: dict[str, str] = Field(default_factory=dict, description="Planning perspectives.")
     source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm"
     plan_pr: int | None = None
+    plan_pr_head: str | None = Field(
+        default=None, description="The commit the bot pushed to the plan PR (later ones need a writer)."
+    )
+    revised_at: datetime | None = Field(
+        default=None,
+        description="When this revision was posted: approvals written before it count for nothing.",
+    )
     note: str | None = Field(default=None, description="A one-line status note shown in the comment.")
     summary_posted: bool = Field(default=False, description="The final summary comment was written.")
     children: list[int] = Field(default_factory=list, description="Child issues of an epic (mega plan).")
@@ -183,6 +186,7 @@ def new_plan(
         source=source,
         created_at=at,
         updated_at=at,
+        revised_at=at,
     )
 
 
@@ -215,8 +219,21 @@ def revise(
             "changelog": changelog,
             "source": source,
             "status": PlanStatus.AWAITING_APPROVAL,
+            "revised_at": at,
         }
     )
+
+
+def written_for_revision(at: datetime | None, state: PlanState) -> bool:
+    """Whether something GitHub stamped `at` (a comment, a 👍) came after this revision was posted.
+
+    GitHub's timestamps have whole seconds, so the revision's time is compared at that
+    precision; a reaction given in the very second of a revise is still excluded by the
+    snapshot of reactions taken then (`ignored_reactions`). Unknown times never count.
+    """
+    if at is None:
+        return False
+    return state.revised_at is None or at >= state.revised_at.replace(microsecond=0)
 
 
 def scope_for(state: PlanState, *, batch: int | None = None, story_ids: list[str] | None = None) -> list[str]:
@@ -314,105 +331,3 @@ def totals(state: PlanState) -> tuple[int, float]:
     tokens = state.planning_tokens + sum(s.tokens for s in state.stories.values())
     cost = state.planning_cost_usd + sum(s.cost_usd for s in state.stories.values())
     return tokens, cost
-
-
-# -- the hidden block -----------------------------------------------------------------
-STATE_MARKER = "plan-cascade:state"
-PLAN_MARKER = "<!-- plan-cascade:plan -->"
-_BLOCK = re.compile(r"<!--\s*plan-cascade:state v(\d+)\s+([A-Za-z0-9+/=\s]+?)\s*-->")
-
-
-def state_payload(state: PlanState) -> str:
-    """The state as zlib-compressed JSON in base64 (what the hidden block carries)."""
-    raw = json.dumps(state.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
-    return base64.b64encode(zlib.compress(raw.encode(), 9)).decode()
-
-
-def encode_state(state: PlanState) -> str:
-    """The state as one hidden HTML comment."""
-    return f"<!-- {STATE_MARKER} v1 {state_payload(state)} -->"
-
-
-def decode_payload(payload: str) -> PlanState | None:
-    """A state from its base64 payload, or None when it is unreadable."""
-    try:
-        raw = zlib.decompress(base64.b64decode("".join(payload.split()), validate=True))
-        return PlanState.model_validate_json(raw)
-    except (binascii.Error, zlib.error, ValueError, ValidationError):
-        return None
-
-
-def decode_state(body: str) -> PlanState | None:
-    """The state carried inline by a comment body, or None when it has none or it is unreadable."""
-    match = _BLOCK.search(body or "")
-    if not match or match.group(1) != "1":
-        return None
-    return decode_payload(match.group(2))
-
-
-# -- state too big for one comment: continuation parts ------------------------------------
-# A plan comment may hold 65,536 characters. A large plan's state moves into hidden part
-# comments written by the bot; the plan comment then carries a reference naming the part
-# comments and the sha256 of the whole payload, so a tampered or missing part is detected.
-INLINE_STATE_LIMIT = 40_000
-PART_SIZE = 60_000
-_REF = re.compile(r"<!--\s*plan-cascade:state-ref v1 parts=([0-9,]+) sha256=([0-9a-f]{64})\s*-->")
-_PART = re.compile(
-    r"<!--\s*plan-cascade:state-part (\d+)/(\d+) (\S+)#(\d+)\s*-->\s*"
-    r"<!--\s*plan-cascade:state-data ([A-Za-z0-9+/=\s]+?)\s*-->"
-)
-
-
-def payload_digest(payload: str) -> str:
-    """sha256 of a state payload."""
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def state_reference(part_ids: list[int], payload: str) -> str:
-    """The hidden block that points at continuation comments."""
-    parts = ",".join(map(str, part_ids))
-    return f"<!-- plan-cascade:state-ref v1 parts={parts} sha256={payload_digest(payload)} -->"
-
-
-def parse_reference(body: str | None) -> tuple[list[int], str] | None:
-    """(part comment ids, sha256) of a plan comment whose state lives in parts."""
-    match = _REF.search(body or "")
-    if not match:
-        return None
-    return [int(i) for i in match.group(1).split(",") if i], match.group(2)
-
-
-def split_payload(payload: str, size: int = PART_SIZE) -> list[str]:
-    """The payload in chunks that each fit a comment."""
-    return [payload[i : i + size] for i in range(0, len(payload), size)] or [""]
-
-
-def part_body(*, index: int, total: int, repo: str, issue: int, chunk: str) -> str:
-    """A continuation comment: one chunk of the state, hidden, with a visible line."""
-    return (
-        f"<!-- plan-cascade:state-part {index}/{total} {repo}#{issue} -->\n"
-        f"<!-- plan-cascade:state-data {chunk} -->\n"
-        f"_Plan Cascade plan data, part {index} of {total}: the plan above is too large for one "
-        "comment. Please leave this comment as it is._\n"
-    )
-
-
-def parse_part(body: str | None) -> tuple[int, int, str, int, str] | None:
-    """(index, total, repo, issue, chunk) of a continuation comment."""
-    match = _PART.search(body or "")
-    if not match:
-        return None
-    return int(match.group(1)), int(match.group(2)), match.group(3), int(match.group(4)), match.group(5)
-
-
-def join_parts(chunks: list[str], digest: str) -> PlanState | None:
-    """The state from its parts, or None when a part is missing or was changed."""
-    payload = "".join("".join(c.split()) for c in chunks)
-    if payload_digest(payload) != digest:
-        return None
-    return decode_payload(payload)
-
-
-def is_plan_comment(body: str | None) -> bool:
-    """Whether a comment is a Plan Cascade plan comment."""
-    return bool(body) and PLAN_MARKER in body  # type: ignore[operator]

@@ -25,10 +25,10 @@ def default_router() -> Router:
 
 def default_job_kinds() -> JobKinds:
     """Every job kind other than `webhook`."""
-    from bot.handlers import approval, checks, epic, execution, review
+    from bot.handlers import approval, checks, execution, planning, review
 
     kinds = JobKinds()
-    kinds.merge(epic.kinds)
+    kinds.merge(planning.kinds)
     kinds.merge(checks.kinds)
     kinds.merge(approval.kinds)
     kinds.merge(execution.kinds)
@@ -111,7 +111,7 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
         services.slug_source = slug
     if services.llm_for is None:
         services.llm_for = make_llm_factory(services)
-    services.plan_store = PlanStore(services.db, clock=services.clock)
+    services.plan_store = PlanStore(services.db, clock=services.clock, key=settings.state_signing_key())
     from bot.handlers.execution import cancel_execution
 
     async def cancel(repo: str, issue: int) -> int:

@@ -13,6 +13,7 @@ from bot.server import Runtime, build_runtime, create_app
 from bot.services import Services
 from bot.testing.deliveries import encode, load_fixture, signed_headers
 from bot.testing.fake_github import FakeGitHub
+from bot.testing.fake_github_model import now_iso
 from tests.support import WEBHOOK_SECRET, asgi_client, make_settings
 
 REPO = "octo-org/hello-world"
@@ -72,7 +73,12 @@ def commented(
     else:
         payload["issue"]["pull_request"] = {"url": f"http://github.test/repos/{repo}/pulls/{number}"}
     payload["comment"].update(
-        {"id": comment_id or next(_ids), "body": body, "author_association": association}
+        {
+            "id": comment_id or next(_ids),
+            "body": body,
+            "author_association": association,
+            "created_at": now_iso(),  # GitHub stamps a comment when it is written
+        }
     )
     payload["comment"]["user"].update({"login": user, "type": user_type})
     payload["comment"].pop("performed_via_github_app", None)

@@ -9,7 +9,8 @@ from typing import Any
 from bot.handlers.epic import feature_order, parse_child_marker
 from bot.llm import Completion, Usage
 from bot.planning.epic import Epic
-from bot.state import PlanStatus, decode_state
+from bot.state import PlanStatus
+from bot.state_block import decode_state
 from tests.harness import REPO, Harness, commented, labeled
 
 

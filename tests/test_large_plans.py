@@ -8,10 +8,11 @@ from pathlib import Path
 from sqlalchemy import delete
 
 from bot.db.models import PlanRecord
-from bot.handlers.planning import save_plan
+from bot.handlers.plan_io import save_plan
 from bot.handlers.session import open_session
 from bot.rendering.plan_comment import COMMENT_LIMIT, comment_size
-from bot.state import PlanStatus, StoryStatus, new_plan, parse_part, parse_reference, update_story
+from bot.state import PlanStatus, StoryStatus, new_plan, update_story
+from bot.state_block import parse_part, parse_reference
 from tests.harness import INSTALLATION, REPO, Harness
 from tests.rendering.samples import big_prd
 
@@ -26,12 +27,12 @@ async def test_a_300_story_plan_round_trips_through_github(tmp_path: Path) -> No
         comments = h.fake.comments(REPO, 1)
         assert comments[0].id == saved.comment_id, "the plan comes first in the timeline"
         assert all(comment_size(c.body) <= COMMENT_LIMIT for c in comments)
-        ids, _digest = parse_reference(comments[0].body)
+        ids, _digest, _signature = parse_reference(comments[0].body)
         assert ids == [c.id for c in comments[1:]] and len(ids) >= 2
         assert all(parse_part(c.body) for c in comments[1:])
         # A progress save rewrites only the parts that changed and never adds comments.
-        progressed = update_story(state, "STORY-001", status=StoryStatus.RUNNING)
-        await save_plan(session, progressed, comment_id=saved.comment_id)
+        progressed = update_story(saved.state, "STORY-001", status=StoryStatus.RUNNING)
+        progressed = (await save_plan(session, progressed, comment_id=saved.comment_id)).state
         assert len(h.fake.comments(REPO, 1)) == len(comments)
         # The database is lost: the plan is rebuilt from the comments.
         async with h.runtime.db.write() as db:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.state import PlanStatus, StoryStatus, decode_state
+from bot.state import PlanStatus, StoryStatus
+from bot.state_block import decode_state
 from tests.execution_support import agent_script, git, make_remote, remote_branches
 from tests.harness import REPO, Harness, commented
 
@@ -124,7 +125,7 @@ async def test_a_redelivered_approval_opens_no_second_pr(h: Harness, tmp_path: P
     # the plan is still running and knows no PR numbers. A redelivered job re-publishes.
     batches = [b.model_copy(update={"pr_number": None, "pr_url": None}) for b in loaded.state.batches]
     again = loaded.state.model_copy(update={"status": PlanStatus.RUNNING, "batches": batches})
-    from bot.handlers.planning import save_plan
+    from bot.handlers.plan_io import save_plan
 
     saved = await save_plan(session, again, comment_id=loaded.comment_id)
     await start_execution(session, saved)
@@ -256,6 +257,7 @@ async def test_rerequested_check_run_reruns_that_gate_on_that_commit(h: Harness,
     payload["check_run"].update(
         {"id": 999, "name": gate["name"], "head_sha": gate["head_sha"], "external_id": gate["external_id"]}
     )
+    payload["sender"].update({"login": "maint", "type": "User"})  # a re-run needs the approval rule
     await h.deliver("check_run", payload)
     await h.drain(timeout=120)
     again = [r.json for r in h.fake.requests_to("POST", rf"/repos/{REPO}/check-runs")][len(created) :]

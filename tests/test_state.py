@@ -13,8 +13,6 @@ from bot.state import (
     PlanStatus,
     StoryStatus,
     add_approval,
-    decode_state,
-    encode_state,
     new_plan,
     revise,
     scope_for,
@@ -22,6 +20,7 @@ from bot.state import (
     transition,
     update_story,
 )
+from bot.state_block import decode_state, encode_state
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 PRD_TEXT = """
@@ -134,8 +133,8 @@ def test_failure_skips_every_dependent(plan) -> None:
 
 def test_state_round_trips_through_the_hidden_block(plan) -> None:
     approved, _ = add_approval(plan, approval(plan))
-    body = f"# Plan\n\nvisible text\n\n{encode_state(approved)}\n"
-    assert "-->" not in encode_state(approved)[4:-3]
+    body = f"# Plan\n\nvisible text\n\n{encode_state(approved, key=None)}\n"
+    assert "-->" not in encode_state(approved, key=None)[4:-3]
     assert decode_state(body) == approved
 
 

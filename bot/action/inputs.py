@@ -51,6 +51,9 @@ class ActionInputs(BaseModel):
     llm_base_url: str | None = Field(default=None, description="PLAN_CASCADE_LLM_BASE_URL.")
     anthropic_api_key: str | None = Field(default=None, repr=False, description="ANTHROPIC_API_KEY.")
     openai_api_key: str | None = Field(default=None, repr=False, description="OPENAI_API_KEY.")
+    state_key: str | None = Field(
+        default=None, repr=False, description="PLAN_CASCADE_STATE_KEY: signs the plan state in comments."
+    )
     data_dir: Path | None = Field(default=None, description="Mirrors and worktrees; None = a temp dir.")
     output_path: Path | None = Field(default=None, description="GITHUB_OUTPUT: where outputs go.")
     tool_path: str | None = Field(default=None, description="PATH for agents and gates.")
@@ -144,6 +147,7 @@ def read_inputs(env: Mapping[str, str]) -> ActionInputs:
         llm_base_url=_get(env, "PLAN_CASCADE_LLM_BASE_URL"),
         anthropic_api_key=_get(env, "ANTHROPIC_API_KEY"),
         openai_api_key=_get(env, "OPENAI_API_KEY"),
+        state_key=_get(env, "PLAN_CASCADE_STATE_KEY"),
         data_dir=data_dir,
         output_path=Path(p) if (p := _get(env, "GITHUB_OUTPUT")) else None,
         tool_path=_get(env, "PLAN_CASCADE_TOOL_PATH") or _get(env, "PATH"),

@@ -37,8 +37,9 @@ class StoryOutcome:
     """Why the story was not run at all (a changed plan, a story not approved)."""
 
 
-async def _discard(state: PlanState) -> None:
+async def _discard(state: PlanState) -> PlanState:
     """Matrix jobs never edit the plan comment: the App records their results."""
+    return state
 
 
 def check_runnable(state: PlanState, story: StoryInputs) -> None:

@@ -105,6 +105,20 @@ def action_settings(inputs: ActionInputs, data_dir: Path) -> Settings:
     )
 
 
+def state_key(inputs: ActionInputs) -> bytes | None:
+    """The key plan state is signed with: the `PLAN_CASCADE_STATE_KEY` secret, if the workflow passes it.
+
+    Without one, a plan comment is believed only when its GraphQL edit history shows that
+    nobody but the bot edited it.
+    """
+    from bot.settings import derive_state_key, is_placeholder
+
+    if is_placeholder(inputs.state_key):
+        return None
+    assert inputs.state_key is not None
+    return derive_state_key(inputs.state_key, purpose=b"plan-cascade/state-key/explicit/v1")
+
+
 def action_services(
     inputs: ActionInputs, *, data_dir: Path, transport: httpx.AsyncBaseTransport | None = None
 ) -> tuple[Services, InlineJobs]:
@@ -131,7 +145,7 @@ def action_services(
         settings=settings,
         github_for=github_for,
         bot_login=inputs.bot_login,
-        plan_store=PlanStore(None),
+        plan_store=PlanStore(None, key=state_key(inputs)),
         slug_source=slug_source,
     )
     services.llm_for = make_llm_factory(services)

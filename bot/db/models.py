@@ -76,3 +76,5 @@ class PlanRecord(Base):
     reactions_etag: Mapped[str | None] = mapped_column(String(200), nullable=True)
     state: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """The plan state's `version`: writes are `UPDATE … WHERE version = <what the writer read>`."""

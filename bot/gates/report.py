@@ -206,3 +206,8 @@ def failure_feedback(results: Sequence[GateResult], *, limit_chars: int = 12000)
         for heading, result, share in zip(headings, failed, shares, strict=True)
     ]
     return (intro + "\n\n".join(parts))[:limit_chars]
+
+
+def gate_external_id(issue: int, scope: str, gate: str, attempt: int) -> str:
+    """What a gate's check run carries to find its way back: `<issue>:<scope>:<gate>:<attempt>`."""
+    return f"{issue}:{scope}:{gate}:{attempt}"

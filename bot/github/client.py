@@ -9,97 +9,52 @@ Content-creating calls (POST/PATCH/PUT/DELETE) wait on the installation's thrott
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-import httpx
-from githubkit import GitHub, Response
+from githubkit import GitHub
 from githubkit.auth import AppInstallationAuthStrategy, TokenAuthStrategy
-from githubkit.exception import GitHubException, RequestError, RequestFailed
+from githubkit.exception import GitHubException
 
 from bot.errors import GitHubError, NotFound
+from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo, translate
+from bot.github.client_pulls import PullsAndChecks
 from bot.github.models import (
-    CheckRun,
     Comment,
     Issue,
-    PullRequest,
     Reaction,
     ReactionsPage,
     Repository,
-    ReviewComment,
 )
 from bot.github.port import PERMISSIONS, Permission
 from bot.github.throttle import Throttle
 
+__all__ = ["API_VERSION", "GitHubKitPort", "split_repo", "translate"]
+
 API_VERSION = "2022-11-28"
 """REST API version we send: served by github.com and by GitHub Enterprise Server."""
 
+log = logging.getLogger(__name__)
 TOKEN_REUSE_MARGIN = timedelta(minutes=30)
 """A cached installation token is handed to git only while it has this long left."""
 
 
-def _error_message(exc: RequestFailed) -> str:
-    try:
-        data = exc.response.raw_response.json()
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and data.get("message"):
-        return str(data["message"])
-    return exc.response.reason_phrase or "no message"
+EDITS_QUERY = """
+query($id: ID!) {
+  node(id: $id) {
+    ... on IssueComment {
+      editor { login }
+      lastEditedAt
+      userContentEdits(first: 100) { totalCount nodes { editor { login } editedAt } }
+    }
+  }
+}
+"""
 
 
-def translate(exc: GitHubException, action: str) -> BaseException:
-    """The Plan Cascade error for a githubkit exception raised while trying to `action`."""
-    if isinstance(exc, RequestFailed):
-        status = exc.response.status_code
-        kind = NotFound if status == 404 else GitHubError
-        return kind(f"GitHub refused to {action}: {status} {_error_message(exc)}", status=status)
-    if isinstance(exc, RequestError):
-        inner = exc.exc
-        if isinstance(inner, GitHubException):  # raised inside the auth flow (token request)
-            return translate(inner, action)
-        if isinstance(inner, httpx.HTTPError):
-            return GitHubError(f"Could not reach GitHub to {action}: {inner!r}")
-        return inner  # a bug (ours or a test fake's), not a GitHub problem: let it surface as is
-    return GitHubError(f"Could not {action}: {exc!r}")
-
-
-@contextmanager
-def github_errors(action: str) -> Iterator[None]:
-    """Turn githubkit exceptions raised in the block into Plan Cascade errors."""
-    try:
-        yield
-    except GitHubException as exc:
-        raise translate(exc, action) from exc
-
-
-def split_repo(repo: str) -> tuple[str, str]:
-    """`("owner", "name")` from `"owner/name"`."""
-    owner, sep, name = repo.partition("/")
-    if not sep or not owner or not name or "/" in name:
-        raise ValueError(f"repository must be 'owner/name', got {repo!r}")
-    return owner, name
-
-
-def _json_object(response: Response[Any]) -> dict[str, Any]:
-    return cast(dict[str, Any], response.json())
-
-
-def _json_list(response: Response[Any]) -> list[dict[str, Any]]:
-    return cast(list[dict[str, Any]], response.json())
-
-
-def _check_runs_list(response: Response[Any]) -> list[dict[str, Any]]:
-    return cast(list[dict[str, Any]], response.json()["check_runs"])
-
-
-def _drop_none(**fields: Any) -> dict[str, Any]:
-    return {key: value for key, value in fields.items() if value is not None}
-
-
-class GitHubKitPort:
+class GitHubKitPort(PullsAndChecks):
     """The GitHub port over one authenticated `githubkit.GitHub` (one installation or token)."""
 
     def __init__(
@@ -120,7 +75,7 @@ class GitHubKitPort:
         if self._throttle is not None:
             await self._throttle.wait()
 
-    async def _all(self, request: Any, map_func: Any = _json_list, **kwargs: Any) -> list[dict[str, Any]]:
+    async def _all(self, request: Any, map_func: Any = json_list, **kwargs: Any) -> list[dict[str, Any]]:
         paginator = self._github.rest.paginate(
             request, map_func, per_page=100, headers=self._headers, **kwargs
         )
@@ -130,17 +85,17 @@ class GitHubKitPort:
         owner, name = split_repo(repo)
         with github_errors(f"read repository {repo}"):
             resp = await self._github.rest.repos.async_get(owner, name, headers=self._headers)
-        return Repository.from_api(_json_object(resp))
+        return Repository.from_api(json_object(resp))
 
     async def get_issue(self, repo: str, number: int) -> Issue:
         owner, name = split_repo(repo)
         with github_errors(f"read issue {repo}#{number}"):
             resp = await self._github.rest.issues.async_get(owner, name, number, headers=self._headers)
-        return Issue.from_api(_json_object(resp))
+        return Issue.from_api(json_object(resp))
 
     async def list_issues(self, repo: str, *, labels: Sequence[str] = (), state: str = "open") -> list[Issue]:
         owner, name = split_repo(repo)
-        filters = _drop_none(labels=",".join(labels) or None, state=state)
+        filters = drop_none(labels=",".join(labels) or None, state=state)
         with github_errors(f"list issues of {repo}"):
             items = await self._all(
                 self._github.rest.issues.async_list_for_repo, owner=owner, repo=name, **filters
@@ -154,7 +109,7 @@ class GitHubKitPort:
             resp = await self._github.rest.issues.async_create(
                 owner, name, title=title, body=body, labels=list(labels), headers=self._headers
             )
-        return Issue.from_api(_json_object(resp))
+        return Issue.from_api(json_object(resp))
 
     async def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> None:
         owner, name = split_repo(repo)
@@ -178,7 +133,7 @@ class GitHubKitPort:
             resp = await self._github.rest.issues.async_get_comment(
                 owner, name, comment_id, headers=self._headers
             )
-        return Comment.from_api(_json_object(resp))
+        return Comment.from_api(json_object(resp))
 
     async def create_issue_comment(self, repo: str, number: int, *, body: str) -> Comment:
         owner, name = split_repo(repo)
@@ -187,7 +142,7 @@ class GitHubKitPort:
             resp = await self._github.rest.issues.async_create_comment(
                 owner, name, number, body=body, headers=self._headers
             )
-        return Comment.from_api(_json_object(resp))
+        return Comment.from_api(json_object(resp))
 
     async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment:
         owner, name = split_repo(repo)
@@ -196,7 +151,7 @@ class GitHubKitPort:
             resp = await self._github.rest.issues.async_update_comment(
                 owner, name, comment_id, body=body, headers=self._headers
             )
-        return Comment.from_api(_json_object(resp))
+        return Comment.from_api(json_object(resp))
 
     async def add_issue_reaction(self, repo: str, number: int, content: str) -> Reaction:
         owner, name = split_repo(repo)
@@ -205,7 +160,7 @@ class GitHubKitPort:
             resp = await self._github.rest.reactions.async_create_for_issue(
                 owner, name, number, content=cast(Any, content), headers=self._headers
             )
-        return Reaction.from_api(_json_object(resp))
+        return Reaction.from_api(json_object(resp))
 
     async def add_comment_reaction(self, repo: str, comment_id: int, content: str) -> Reaction:
         owner, name = split_repo(repo)
@@ -214,7 +169,7 @@ class GitHubKitPort:
             resp = await self._github.rest.reactions.async_create_for_issue_comment(
                 owner, name, comment_id, content=cast(Any, content), headers=self._headers
             )
-        return Reaction.from_api(_json_object(resp))
+        return Reaction.from_api(json_object(resp))
 
     async def list_comment_reactions(
         self, repo: str, comment_id: int, *, etag: str | None = None
@@ -227,7 +182,7 @@ class GitHubKitPort:
             first = await list_reactions(owner, name, comment_id, per_page=100, headers=headers)
             if first.status_code == 304:
                 return ReactionsPage(reactions=None, etag=first.headers.get("etag", etag))
-            items = _json_list(first)
+            items = json_list(first)
             if 'rel="next"' in first.headers.get("link", ""):
                 items = await self._all(list_reactions, owner=owner, repo=name, comment_id=comment_id)
         reactions = [Reaction.from_api(item) for item in items]
@@ -253,7 +208,7 @@ class GitHubKitPort:
     async def get_file_text(self, repo: str, path: str, *, ref: str | None = None) -> str | None:
         """The file's text, or None when there is no file at `path` (or it is a directory)."""
         owner, name = split_repo(repo)
-        extra = _drop_none(ref=ref)
+        extra = drop_none(ref=ref)
         try:
             with github_errors(f"read {path} in {repo}"):
                 resp = await self._github.rest.repos.async_get_content(
@@ -283,163 +238,28 @@ class GitHubKitPort:
             if isinstance(i, dict) and i.get("type") == "blob" and i.get("path")
         ]
 
-    async def create_check_run(
-        self,
-        repo: str,
-        *,
-        name: str,
-        head_sha: str,
-        status: str | None = None,
-        conclusion: str | None = None,
-        external_id: str | None = None,
-        details_url: str | None = None,
-        output: Mapping[str, Any] | None = None,
-        actions: Sequence[Mapping[str, str]] | None = None,
-    ) -> CheckRun:
-        owner, repo_name = split_repo(repo)
-        body = _drop_none(
-            name=name,
-            head_sha=head_sha,
-            status=status,
-            conclusion=conclusion,
-            external_id=external_id,
-            details_url=details_url,
-            output=dict(output) if output is not None else None,
-            actions=[dict(action) for action in actions] if actions is not None else None,
-        )
-        await self._pace()
-        with github_errors(f"create check run {name!r} in {repo}"):
-            resp = await self._github.rest.checks.async_create(
-                owner, repo_name, data=cast(Any, body), headers=self._headers
-            )
-        return CheckRun.from_api(_json_object(resp))
+    async def comment_editors(self, comment: Comment) -> list[str] | None:
+        """Logins of everyone who edited `comment` (GraphQL `userContentEdits`); None when unknown.
 
-    async def update_check_run(
-        self,
-        repo: str,
-        check_run_id: int,
-        *,
-        status: str | None = None,
-        conclusion: str | None = None,
-        external_id: str | None = None,
-        details_url: str | None = None,
-        output: Mapping[str, Any] | None = None,
-        actions: Sequence[Mapping[str, str]] | None = None,
-    ) -> CheckRun:
-        owner, name = split_repo(repo)
-        body = _drop_none(
-            status=status,
-            conclusion=conclusion,
-            external_id=external_id,
-            details_url=details_url,
-            output=dict(output) if output is not None else None,
-            actions=[dict(action) for action in actions] if actions is not None else None,
-        )
-        await self._pace()
-        with github_errors(f"update check run {check_run_id} in {repo}"):
-            resp = await self._github.rest.checks.async_update(
-                owner, name, check_run_id, data=cast(Any, body), headers=self._headers
-            )
-        return CheckRun.from_api(_json_object(resp))
-
-    async def list_check_runs_for_ref(
-        self, repo: str, ref: str, *, check_name: str | None = None
-    ) -> list[CheckRun]:
-        owner, name = split_repo(repo)
-        with github_errors(f"list check runs for {ref} in {repo}"):
-            items = await self._all(
-                self._github.rest.checks.async_list_for_ref,
-                _check_runs_list,
-                owner=owner,
-                repo=name,
-                ref=ref,
-                **_drop_none(check_name=check_name),
-            )
-        return [CheckRun.from_api(item) for item in items]
-
-    async def find_pull_request(
-        self, repo: str, head_branch: str, *, state: str = "all"
-    ) -> PullRequest | None:
-        """The newest pull request from `head_branch` of this repository, if any."""
-        owner, name = split_repo(repo)
-        with github_errors(f"look for a pull request from {head_branch} in {repo}"):
-            resp = await self._github.rest.pulls.async_list(
-                owner, name, head=f"{owner}:{head_branch}", state=cast(Any, state), headers=self._headers
-            )
-        items = _json_list(resp)
-        return PullRequest.from_api(items[0]) if items else None
-
-    async def get_pull_request(self, repo: str, number: int) -> PullRequest:
-        owner, name = split_repo(repo)
-        with github_errors(f"read pull request {repo}#{number}"):
-            resp = await self._github.rest.pulls.async_get(owner, name, number, headers=self._headers)
-        return PullRequest.from_api(_json_object(resp))
-
-    async def create_pull_request(
-        self, repo: str, *, title: str, body: str, head: str, base: str, draft: bool = False
-    ) -> PullRequest:
-        owner, name = split_repo(repo)
-        await self._pace()
-        with github_errors(f"open a pull request from {head} into {base} in {repo}"):
-            resp = await self._github.rest.pulls.async_create(
-                owner, name, title=title, body=body, head=head, base=base, draft=draft, headers=self._headers
-            )
-        return PullRequest.from_api(_json_object(resp))
-
-    async def update_pull_request(
-        self,
-        repo: str,
-        number: int,
-        *,
-        title: str | None = None,
-        body: str | None = None,
-        base: str | None = None,
-        state: str | None = None,
-    ) -> PullRequest:
-        owner, name = split_repo(repo)
-        changes = _drop_none(title=title, body=body, base=base, state=state)
-        await self._pace()
-        with github_errors(f"edit pull request {repo}#{number}"):
-            resp = await self._github.rest.pulls.async_update(
-                owner, name, number, data=cast(Any, changes), headers=self._headers
-            )
-        return PullRequest.from_api(_json_object(resp))
-
-    async def request_reviewers(
-        self, repo: str, number: int, *, reviewers: Sequence[str] = (), team_reviewers: Sequence[str] = ()
-    ) -> None:
-        if not reviewers and not team_reviewers:
-            return
-        owner, name = split_repo(repo)
-        body = {"reviewers": list(reviewers), "team_reviewers": list(team_reviewers)}
-        await self._pace()
-        with github_errors(f"request reviewers on {repo}#{number}"):
-            await self._github.rest.pulls.async_request_reviewers(
-                owner, name, number, data=cast(Any, body), headers=self._headers
-            )
-
-    async def list_review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewComment]:
-        owner, name = split_repo(repo)
-        with github_errors(f"read review {review_id} on {repo}#{number}"):
-            items = await self._all(
-                self._github.rest.pulls.async_list_comments_for_review,
-                owner=owner,
-                repo=name,
-                pull_number=number,
-                review_id=review_id,
-            )
-        return [ReviewComment.from_api(item) for item in items]
-
-    async def create_workflow_dispatch(
-        self, repo: str, workflow_id: str | int, *, ref: str, inputs: Mapping[str, str] | None = None
-    ) -> None:
-        owner, name = split_repo(repo)
-        body = _drop_none(ref=ref, inputs=dict(inputs) if inputs else None)
-        await self._pace()
-        with github_errors(f"start workflow {workflow_id} on {ref} in {repo}"):
-            await self._github.rest.actions.async_create_workflow_dispatch(
-                owner, name, workflow_id, data=cast(Any, body), headers=self._headers
-            )
+        Used to trust a plan comment without a state key: it is believed only if the bot
+        alone ever edited it. Any failure answers None, which the caller treats as "altered".
+        """
+        if not comment.node_id:
+            return None
+        try:
+            data = await self._github.async_graphql(EDITS_QUERY, {"id": comment.node_id})
+        except GitHubException as exc:
+            log.warning("could not read the edit history of comment %s: %r", comment.id, exc)
+            return None
+        node = (data or {}).get("node") or {}
+        edits = node.get("userContentEdits") or {}
+        nodes = edits.get("nodes") or []
+        if int(edits.get("totalCount") or 0) > len(nodes):
+            return None  # more edits than one page shows: not worth trusting
+        logins = [str(((n or {}).get("editor") or {}).get("login") or "") for n in nodes]
+        if node.get("editor"):
+            logins.append(str(node["editor"].get("login") or ""))
+        return logins
 
     async def get_app_slug(self) -> str | None:
         """The App's slug (its bot is `<slug>[bot]`); None when not authenticated as an App."""

@@ -31,6 +31,8 @@ class Comment(_Lenient):
     user_type: str = Field(default="User", description="`User`, `Bot` or `Organization`.")
     html_url: str = Field(default="", description="Link to the comment on github.com.")
     created_at: datetime | None = Field(default=None, description="When the comment was written.")
+    updated_at: datetime | None = Field(default=None, description="When the comment was last changed.")
+    node_id: str = Field(default="", description="GraphQL id (for the comment's edit history).")
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Comment:
@@ -42,6 +44,8 @@ class Comment(_Lenient):
             user_type=user.get("type") or "User",
             html_url=data.get("html_url") or "",
             created_at=data.get("created_at"),
+            updated_at=data.get("updated_at"),
+            node_id=data.get("node_id") or "",
         )
 
 
@@ -51,10 +55,19 @@ class Reaction(_Lenient):
     id: int = Field(description="GitHub's reaction id.")
     content: str = Field(description="The reaction's name, e.g. `+1`.")
     user_login: str = Field(default="", description="Login of who reacted.")
+    user_type: str = Field(default="User", description="`User` or `Bot` (Apps react as bots).")
+    created_at: datetime | None = Field(default=None, description="When the reaction was given.")
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Reaction:
-        return cls(id=data["id"], content=data["content"], user_login=_login(data))
+        user = data.get("user") or {}
+        return cls(
+            id=data["id"],
+            content=data["content"],
+            user_login=user.get("login") or "",
+            user_type=user.get("type") or "User",
+            created_at=data.get("created_at"),
+        )
 
 
 class ReactionsPage(_Lenient):
@@ -106,6 +119,9 @@ class PullRequest(_Lenient):
     base_ref: str = Field(default="", description="Branch the changes go into.")
     body: str = Field(default="", description="Markdown body; empty when GitHub sends none.")
     title: str = Field(default="", description="Pull request title.")
+    head_repo: str = Field(default="", description="`owner/name` the head branch lives in (a fork's).")
+    base_repo: str = Field(default="", description="`owner/name` the pull request targets.")
+    user_login: str = Field(default="", description="Who opened the pull request.")
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> PullRequest:
@@ -124,6 +140,29 @@ class PullRequest(_Lenient):
             base_ref=base.get("ref") or "",
             body=data.get("body") or "",
             title=data.get("title") or "",
+            head_repo=(head.get("repo") or {}).get("full_name") or "",
+            base_repo=(base.get("repo") or {}).get("full_name") or "",
+            user_login=_login(data),
+        )
+
+
+class PullCommit(_Lenient):
+    """A commit of a pull request, with the GitHub accounts linked to its author and committer."""
+
+    sha: str = Field(description="The commit's sha.")
+    author_login: str | None = Field(default=None, description="Linked account of the author, if any.")
+    author_type: str = Field(default="User", description="`User` or `Bot`.")
+    committer_login: str | None = Field(default=None, description="Linked account of the committer.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> PullCommit:
+        author = data.get("author") or {}
+        committer = data.get("committer") or {}
+        return cls(
+            sha=data["sha"],
+            author_login=author.get("login") or None,
+            author_type=author.get("type") or "User",
+            committer_login=committer.get("login") or None,
         )
 
 

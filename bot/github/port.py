@@ -15,6 +15,7 @@ from bot.github.models import (
     CheckRun,
     Comment,
     Issue,
+    PullCommit,
     PullRequest,
     Reaction,
     ReactionsPage,
@@ -133,6 +134,12 @@ class GitHubPort(Protocol):
     ) -> None: ...
 
     async def list_review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewComment]: ...
+
+    async def list_pull_request_commits(self, repo: str, number: int) -> list[PullCommit]: ...
+
+    async def comment_editors(self, comment: Comment) -> list[str] | None:
+        """Logins of everyone who edited the comment (GraphQL edit history); None if unknown."""
+        ...
 
     # Actions and identity
     async def create_workflow_dispatch(

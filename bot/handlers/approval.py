@@ -1,24 +1,29 @@
 """The approval gate: nothing runs until permitted users approve the exact plan revision.
 
-Three ways in: `/plan-cascade approve [batch N | STORY-…]`, a 👍 on the plan comment
-(polled: GitHub sends no webhook for reactions), and an approving review on the plan
-pull request (see `plan_pr`). Each records who, when, how and the revision hash.
+Three ways in: `/plan-cascade approve [<hash>] [batch N | STORY-…]`, a 👍 on the plan
+comment (polled: GitHub sends no webhook for reactions), and an approving review on the
+plan pull request (see `plan_pr`). Each goes through the one approval rule
+(`Session.may_start`) and counts only for the revision its author could have seen: a
+command or a 👍 older than the revision approves nothing, and `approve <hash>` names it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 from typing import Literal
 
 from bot.commands import Command
 from bot.db.queue import ClaimedJob
 from bot.errors import StateError
+from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session
+from bot.permissions import is_bot
 from bot.plans import LoadedPlan
 from bot.rendering import messages
 from bot.services import Services
-from bot.state import Approval, PlanState, PlanStatus, add_approval, scope_for
+from bot.state import Approval, PlanState, PlanStatus, add_approval, scope_for, written_for_revision
 from bot.worker import JobKinds
 
 log = logging.getLogger(__name__)
@@ -27,19 +32,37 @@ POLL_JOB = "poll_approvals"
 EXECUTE_JOB = "execute_plan"
 
 
-async def approve_command(session: Session, cmd: Command, *, actor: str, association: str | None) -> None:
-    """`/plan-cascade approve …`: record the approval of the current revision."""
+async def approve_command(
+    session: Session,
+    cmd: Command,
+    *,
+    actor: str,
+    association: str | None,
+    written_at: datetime | None,
+    user_type: str | None = None,
+) -> None:
+    """`/plan-cascade approve …`: approve the revision that was current when the comment was written."""
     loaded = await session.load_plan()
     if loaded is None:
         await session.reply(messages.state_refusal("approve", "this issue has no plan to approve"))
         return
-    verdict = await session.may_approve(actor, association)
+    verdict = await session.may_start(actor, association, user_type)
     if not verdict.allowed:
-        approvers = list(session.config.approvers) if session.config else []
-        await session.reply(messages.permission_denied(actor, verdict.permission, approvers=approvers))
+        await session.refuse(actor, verdict)
+        return
+    state = loaded.state
+    if cmd.revision is not None and not state.plan_hash.startswith(cmd.revision):
+        log.info(
+            "approve %s by %s refused: the current revision is %s", cmd.revision, actor, state.plan_hash[:12]
+        )
+        await session.reply(messages.stale_approval(state, user=actor, approved_hash=cmd.revision))
+        return
+    if not written_for_revision(written_at, state):
+        log.info("approve by %s refused: written before revision %s was posted", actor, state.revision)
+        await session.reply(messages.approval_predates(state, user=actor))
         return
     try:
-        scope = scope_for(loaded.state, batch=cmd.batch, story_ids=cmd.stories or None)
+        scope = scope_for(state, batch=cmd.batch, story_ids=cmd.stories or None)
         if cmd.batch is None and not cmd.stories:
             scope = []
         await record_approval(session, loaded, user=actor, via="command", scope=scope)
@@ -57,30 +80,30 @@ async def record_approval(
     plan_hash: str | None = None,
     reply: bool = True,
 ) -> PlanState:
-    """Add an approval, save the plan, start execution when approved."""
-    from bot.handlers.planning import save_plan
+    """Add an approval of `plan_hash` (default: the revision loaded), save, start when approved.
 
-    approval = Approval(
-        user=user,
-        at=session.services.clock(),
-        via=via,
-        plan_hash=plan_hash or loaded.state.plan_hash,
-        scope=scope,
-    )
-    before = loaded.state
-    state, outcome = add_approval(before, approval)
-    if state == before:
-        if reply:
-            await session.reply(messages.approval_recorded(state, user, outcome=outcome))
-        if state.status == PlanStatus.APPROVED:
-            # Approving an approved plan starts it again: a child of an epic that waited for
-            # the children it needs is started this way (the execute job is queued once).
-            await start_execution(session, loaded)
-        return state
-    saved = await save_plan(session, state, comment_id=loaded.comment_id)
+    The approval binds to the revision its author saw: if the plan changed meanwhile (a
+    revise won the race), `add_approval` refuses it as stale instead of approving the new one.
+    """
+    bound = plan_hash or loaded.state.plan_hash
+    outcome = ""
+    paused_before = loaded.state.status == PlanStatus.PAUSED
+
+    def approve(current: PlanState) -> PlanState | None:
+        nonlocal outcome
+        approval = Approval(user=user, at=session.services.clock(), via=via, plan_hash=bound, scope=scope)
+        new, outcome = add_approval(current, approval)
+        return None if new == current else new
+
+    saved = await update_plan(session, loaded, approve)
+    state = saved.state
     if reply:
         await session.reply(messages.approval_recorded(state, user, outcome=outcome))
-    if state.status == PlanStatus.APPROVED or (before.status == PlanStatus.PAUSED and outcome == "approved"):
+    if saved is loaded and state.status == PlanStatus.APPROVED:
+        # Approving an approved plan starts it again: a child of an epic that waited for
+        # the children it needs is started this way (the execute job is queued once).
+        await start_execution(session, saved)
+    elif state.status == PlanStatus.APPROVED or (paused_before and outcome == "approved"):
         await start_execution(session, saved)
     return state
 
@@ -104,7 +127,11 @@ async def start_execution(session: Session, loaded: LoadedPlan) -> None:
 
 
 async def poll_reactions(session: Session, loaded: LoadedPlan | None = None) -> PlanState | None:
-    """Look for 👍 on the plan comment (conditional request: a 304 costs no rate limit)."""
+    """Look for 👍 on the plan comment (conditional request: a 304 costs no rate limit).
+
+    A 👍 counts when it is not a bot's, was given after the current revision was posted,
+    and its author passes the approval rule.
+    """
     loaded = loaded or await session.load_plan()
     if loaded is None or loaded.state.status not in (PlanStatus.AWAITING_APPROVAL, PlanStatus.PAUSED):
         return None
@@ -121,28 +148,41 @@ async def poll_reactions(session: Session, loaded: LoadedPlan | None = None) -> 
             continue
         if any(a.user == reaction.user_login and a.plan_hash == state.plan_hash for a in state.approvals):
             continue
-        verdict = await session.may_approve(reaction.user_login)
-        if not verdict.allowed:
-            log.info(
-                "👍 by %s does not count (%s)", reaction.user_login, verdict.reason or verdict.permission
-            )
+        why = _reaction_problem(state, reaction.user_login, reaction.user_type, reaction.created_at)
+        if why is None:
+            verdict = await session.may_start(reaction.user_login, user_type=reaction.user_type)
+            why = None if verdict.allowed else (verdict.reason or verdict.permission)
+        if why is not None:
+            log.info("👍 by %s does not count: %s", reaction.user_login, why)
             continue
         try:
             state = await record_approval(
                 session,
-                LoadedPlan(state, loaded.comment_id, page.etag),
+                LoadedPlan(state, loaded.comment_id, page.etag, loaded.parts),
                 user=reaction.user_login,
                 via="reaction",
                 scope=[],
+                plan_hash=state.plan_hash,
             )
         except StateError as exc:
             log.info("👍 by %s not recorded: %s", reaction.user_login, exc.message)
         if state.status != PlanStatus.AWAITING_APPROVAL:
             break
+    current = session._plan or loaded
     await session.store.cache(
-        LoadedPlan(state, loaded.comment_id, page.etag), installation_id=session.installation_id
+        LoadedPlan(current.state, current.comment_id, page.etag, current.parts),
+        installation_id=session.installation_id,
     )
     return state
+
+
+def _reaction_problem(state: PlanState, login: str, user_type: str, at: datetime | None) -> str | None:
+    """Why a 👍 cannot approve this revision, before any permission lookup (None if it may)."""
+    if is_bot(login, user_type):
+        return "bots and Apps never approve"
+    if not written_for_revision(at, state):
+        return f"it was given before revision {state.revision} was posted"
+    return None
 
 
 @kinds.register(POLL_JOB)

@@ -24,11 +24,6 @@ RERUN_JOB = "rerun_gate"
 _EXTERNAL_ID = re.compile(r"^(\d+):([A-Za-z0-9-]+):([a-z0-9][a-z0-9_-]*):(\d+)$")
 
 
-def gate_external_id(issue: int, scope: str, gate: str, attempt: int) -> str:
-    """What a gate's check run carries to find its way back: `<issue>:<scope>:<gate>:<attempt>`."""
-    return f"{issue}:{scope}:{gate}:{attempt}"
-
-
 def parse_gate_external_id(value: str | None) -> tuple[int, str, str] | None:
     """(issue, scope, gate) of a gate check run, or None for anything else."""
     match = _EXTERNAL_ID.match(value or "")
@@ -45,6 +40,7 @@ async def on_check_run_rerequested(event: Event, services: Services) -> None:
     if parsed is None or services.enqueue is None:
         return
     issue, scope, gate = parsed
+    sender = event.envelope.sender
     await services.enqueue(
         RERUN_JOB,
         f"{event.repo}#{issue}/run",
@@ -55,6 +51,8 @@ async def on_check_run_rerequested(event: Event, services: Services) -> None:
             "gate": gate,
             "head_sha": check.head_sha,
             "installation_id": event.installation_id,
+            "requested_by": sender.login,
+            "requested_by_type": sender.type,
         },
     )
 
@@ -70,6 +68,12 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     data = job.payload
     session = await session_for_job(services, job)
     if session is None:
+        return
+    # A re-run starts the repository's code again: the same approval rule as `approve`.
+    requester = str(data.get("requested_by") or "")
+    verdict = await session.may_start(requester, user_type=data.get("requested_by_type"))
+    if not verdict.allowed:
+        await session.refuse(requester or "someone", verdict)
         return
     loaded = await session.load_plan()
     if loaded is None:

@@ -10,20 +10,36 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
 
 from bot.commands import Command, parse_command
+from bot.errors import StateError
 from bot.handlers.approval import approve_command, poll_reactions, start_execution
-from bot.handlers.planning import plan_issue, save_plan
+from bot.handlers.plan_io import update_plan
+from bot.handlers.planning import plan_issue
 from bot.handlers.session import Session, session_for_event
 from bot.permissions import is_bot
 from bot.rendering import messages
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.state import PlanStatus, StoryStatus, transition, update_story
+from bot.state import PlanState, PlanStatus, StoryStatus, transition, update_story
 
 router = Router()
 log = logging.getLogger(__name__)
-CommandHandler = Callable[[Session, Command, str, str | None], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Author:
+    """Who wrote the command comment, as the delivery says."""
+
+    login: str
+    association: str | None
+    type: str | None
+    written_at: datetime | None
+
+
+CommandHandler = Callable[[Session, Command, Author], Awaitable[None]]
 COMMANDS: dict[str, CommandHandler] = {}
 
 
@@ -52,15 +68,14 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
             await poll_reactions(session)
         return
     await session.react_comment(env.comment.id, "eyes")
-    actor, association = env.comment.user.login, env.comment.author_association
+    author = Author(
+        env.comment.user.login, env.comment.author_association, env.comment.user.type, env.comment.created_at
+    )
+    actor = author.login
     config = await session.load_config()
-    verdict = await session.may_act(actor, association)
+    verdict = await session.may_act(actor, author.association, author.type)
     if not verdict.allowed:
-        await session.reply(
-            messages.permission_denied(
-                actor, verdict.permission, approvers=list(config.approvers) if config else []
-            )
-        )
+        await session.refuse(actor, verdict)
         return
     if config is None:
         await session.report_config_error()
@@ -68,7 +83,7 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
     if env.issue.is_pull_request:
         from bot.handlers.review import on_pr_command
 
-        await on_pr_command(session, cmd, actor=actor, pr_number=env.issue.number)
+        await on_pr_command(session, cmd, author=author, pr_number=env.issue.number)
         return
     if not cmd.valid:
         await session.reply(
@@ -81,37 +96,44 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
     if handler is None:
         await session.reply(messages.unknown_command(cmd.name))
         return
-    await handler(session, cmd, actor, association)
+    await handler(session, cmd, author)
 
 
 @command("help")
-async def _help(session: Session, cmd: Command, actor: str, association: str | None) -> None:
+async def _help(session: Session, cmd: Command, author: Author) -> None:
     trigger = session.config.trigger_label if session.config else "plan-cascade"
     await session.reply(messages.help_text(session.app_slug, trigger))
 
 
 @command("plan")
-async def _plan(session: Session, cmd: Command, actor: str, association: str | None) -> None:
-    await plan_issue(session, actor=actor, text=cmd.text)
+async def _plan(session: Session, cmd: Command, author: Author) -> None:
+    await plan_issue(session, actor=author.login, text=cmd.text)
 
 
 @command("revise")
-async def _revise(session: Session, cmd: Command, actor: str, association: str | None) -> None:
+async def _revise(session: Session, cmd: Command, author: Author) -> None:
     from bot.plan import extract_prd_block
 
     if extract_prd_block(cmd.text):
-        await plan_issue(session, actor=actor, text=cmd.text)
+        await plan_issue(session, actor=author.login, text=cmd.text)
     else:
-        await plan_issue(session, actor=actor, text="", feedback=cmd.text)
+        await plan_issue(session, actor=author.login, text="", feedback=cmd.text)
 
 
 @command("approve")
-async def _approve(session: Session, cmd: Command, actor: str, association: str | None) -> None:
-    await approve_command(session, cmd, actor=actor, association=association)
+async def _approve(session: Session, cmd: Command, author: Author) -> None:
+    await approve_command(
+        session,
+        cmd,
+        actor=author.login,
+        association=author.association,
+        written_at=author.written_at,
+        user_type=author.type,
+    )
 
 
 @command("status")
-async def _status(session: Session, cmd: Command, actor: str, association: str | None) -> None:
+async def _status(session: Session, cmd: Command, author: Author) -> None:
     loaded = await session.load_plan()
     if loaded is None:
         await session.reply(messages.state_refusal("status", "this issue has no plan yet"))
@@ -120,91 +142,98 @@ async def _status(session: Session, cmd: Command, actor: str, association: str |
 
 
 @command("cancel")
-async def _cancel(session: Session, cmd: Command, actor: str, association: str | None) -> None:
+async def _cancel(session: Session, cmd: Command, author: Author) -> None:
     loaded = await session.load_plan()
     if loaded is None:
         await session.reply(messages.state_refusal("cancel", "this issue has no plan"))
         return
-    state = loaded.state
-    if state.status in (PlanStatus.COMPLETED, PlanStatus.CANCELLED):
-        await session.reply(messages.state_refusal("cancel", f"the plan is already {state.status.value}"))
+    if loaded.state.status in (PlanStatus.COMPLETED, PlanStatus.CANCELLED):
+        await session.reply(
+            messages.state_refusal("cancel", f"the plan is already {loaded.state.status.value}")
+        )
         return
     removed = 0
-    if state.status == PlanStatus.RUNNING:
+    if loaded.state.status == PlanStatus.RUNNING:
         cancel = session.services.extras.get("cancel_execution")
         if cancel is not None:
             removed = await cancel(session.repo, session.issue)
         loaded = await session.load_plan() or loaded
-        state = loaded.state
-        if state.status in (PlanStatus.CANCELLED,):
-            await session.reply(messages.cancelled(state, removed))
-            return
-    stories = {
-        sid: (
-            st.model_copy(update={"status": StoryStatus.CANCELLED})
-            if st.status in (StoryStatus.PENDING, StoryStatus.RUNNING)
-            else st
+    at = session.services.clock()
+
+    def cancelled(state: PlanState) -> PlanState | None:
+        if state.status in (PlanStatus.COMPLETED, PlanStatus.CANCELLED):
+            return None
+        stories = {
+            sid: (
+                st.model_copy(update={"status": StoryStatus.CANCELLED})
+                if st.status in (StoryStatus.PENDING, StoryStatus.RUNNING)
+                else st
+            )
+            for sid, st in state.stories.items()
+        }
+        return transition(
+            state.model_copy(update={"stories": stories}),
+            PlanStatus.CANCELLED,
+            at=at,
+            note=f"cancelled by @{author.login}",
         )
-        for sid, st in state.stories.items()
-    }
-    state = transition(
-        state.model_copy(update={"stories": stories}),
-        PlanStatus.CANCELLED,
-        at=session.services.clock(),
-        note=f"cancelled by @{actor}",
-    )
-    await save_plan(session, state, comment_id=loaded.comment_id)
-    await session.reply(messages.cancelled(state, removed))
+
+    saved = await update_plan(session, loaded, cancelled)
+    await session.reply(messages.cancelled(saved.state, removed))
 
 
 @command("retry")
-async def _retry(session: Session, cmd: Command, actor: str, association: str | None) -> None:
-    await _retry_or_skip(session, cmd, actor, skip=False)
+async def _retry(session: Session, cmd: Command, author: Author) -> None:
+    await _retry_or_skip(session, cmd, author, skip=False)
 
 
 @command("skip")
-async def _skip(session: Session, cmd: Command, actor: str, association: str | None) -> None:
-    await _retry_or_skip(session, cmd, actor, skip=True)
+async def _skip(session: Session, cmd: Command, author: Author) -> None:
+    await _retry_or_skip(session, cmd, author, skip=True)
 
 
-async def _retry_or_skip(session: Session, cmd: Command, actor: str, *, skip: bool) -> None:
+async def _retry_or_skip(session: Session, cmd: Command, author: Author, *, skip: bool) -> None:
+    """Resume a failed or paused plan: both start work again, so both need the approval rule."""
     name = "skip" if skip else "retry"
     loaded = await session.load_plan()
     if loaded is None:
         await session.reply(messages.state_refusal(name, "this issue has no plan"))
         return
-    state = loaded.state
-    if state.status not in (PlanStatus.FAILED, PlanStatus.PAUSED):
-        await session.reply(
-            messages.state_refusal(
-                name,
-                f"`{name}` acts on a failed or paused plan; "
-                f"this one is {state.status.value.replace('_', ' ')}",
-            )
-        )
-        return
-    unknown = [s for s in cmd.stories if s not in state.stories]
-    if unknown:
-        await session.reply(messages.state_refusal(name, f"unknown stories: {', '.join(unknown)}"))
+    verdict = await session.may_start(author.login, author.association, author.type)
+    if not verdict.allowed:
+        await session.refuse(author.login, verdict)
         return
     from bot.plan import transitive_dependents
 
-    for sid in cmd.stories:
-        if skip:
-            state = update_story(state, sid, status=StoryStatus.SKIPPED, reason=f"skipped by @{actor}")
-        else:
-            state = update_story(state, sid, status=StoryStatus.PENDING, reason=None, attempts=0)
-        # Dependents skipped because this story failed may run again.
-        for dep in transitive_dependents(state.prd, sid):
-            if state.stories[dep].status == StoryStatus.SKIPPED and (
-                state.stories[dep].reason or ""
-            ).startswith("depends on"):
-                state = update_story(state, dep, status=StoryStatus.PENDING, reason=None)
-    state = transition(
-        state,
-        PlanStatus.RUNNING,
-        at=session.services.clock(),
-        note=f"{name} {' '.join(cmd.stories)} by @{actor}",
-    )
-    saved = await save_plan(session, state, comment_id=loaded.comment_id)
+    actor, at = author.login, session.services.clock()
+
+    def resumed(state: PlanState) -> PlanState:
+        if state.status not in (PlanStatus.FAILED, PlanStatus.PAUSED):
+            raise StateError(
+                f"`{name}` acts on a failed or paused plan; "
+                f"this one is {state.status.value.replace('_', ' ')}"
+            )
+        unknown = [s for s in cmd.stories if s not in state.stories]
+        if unknown:
+            raise StateError(f"unknown stories: {', '.join(unknown)}")
+        for sid in cmd.stories:
+            if skip:
+                state = update_story(state, sid, status=StoryStatus.SKIPPED, reason=f"skipped by @{actor}")
+            else:
+                state = update_story(state, sid, status=StoryStatus.PENDING, reason=None, attempts=0)
+            # Dependents skipped because this story failed may run again.
+            for dep in transitive_dependents(state.prd, sid):
+                if state.stories[dep].status == StoryStatus.SKIPPED and (
+                    state.stories[dep].reason or ""
+                ).startswith("depends on"):
+                    state = update_story(state, dep, status=StoryStatus.PENDING, reason=None)
+        return transition(
+            state, PlanStatus.RUNNING, at=at, note=f"{name} {' '.join(cmd.stories)} by @{actor}"
+        )
+
+    try:
+        saved = await update_plan(session, loaded, resumed)
+    except StateError as exc:
+        await session.reply(messages.state_refusal(name, exc.message))
+        return
     await start_execution(session, saved)

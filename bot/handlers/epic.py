@@ -11,15 +11,11 @@ from __future__ import annotations
 import logging
 import re
 
-from bot.db.queue import ClaimedJob
-from bot.handlers.session import Session, session_for_job
+from bot.handlers.session import Session
 from bot.planning.epic import Epic
-from bot.services import Services
 from bot.state import PlanStatus
-from bot.worker import JobKinds
 
 log = logging.getLogger(__name__)
-kinds = JobKinds()
 PLAN_CHILD_JOB = "plan_child"
 _MARKER = re.compile(r"<!-- plan-cascade:epic parent=(\d+) needs=([0-9,]*) -->")
 
@@ -75,16 +71,6 @@ async def create_children(session: Session, epic: Epic, *, title: str) -> list[t
                 {"repo": session.repo, "issue": issue.number, "installation_id": session.installation_id},
             )
     return [(fid, numbers[fid]) for fid in feature_order(epic)]
-
-
-@kinds.register(PLAN_CHILD_JOB)
-async def run_plan_child(job: ClaimedJob, services: Services) -> None:
-    """Plan a child issue (its label was added by the bot, which sends no event we act on)."""
-    from bot.handlers.planning import plan_issue
-
-    session = await session_for_job(services, job)
-    if session is not None:
-        await plan_issue(session, actor="plan-cascade", text="")
 
 
 async def waiting_for(session: Session) -> list[int]:

@@ -43,7 +43,7 @@ def _registry(services: Services) -> dict[str, Running]:
 async def build_run(session: Session, state: PlanState, comment_id: int, comment_url: str | None) -> Run:
     """Everything the engine needs for this plan on this server."""
     from bot.agent.registry import AgentRegistry
-    from bot.handlers.planning import save_plan
+    from bot.handlers.plan_io import save_plan
     from bot.publishing.github import GitHubPublisher, GitHubReporter
 
     services, config = session.services, session.config
@@ -52,8 +52,8 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
     slug = mirror_slug(session.clone_url)
     mirror = Mirror(root=data, clone_url=session.clone_url, token_provider=session.port.git_token)
 
-    async def save_comment(new: PlanState) -> None:
-        await save_plan(session, new, comment_id=comment_id)
+    async def save_comment(new: PlanState) -> PlanState:
+        return (await save_plan(session, new, comment_id=comment_id)).state
 
     llm_for = services.llm_for
 
@@ -132,7 +132,11 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
         _registry(services).pop(key, None)
-        await run.reporter.flush()  # type: ignore[attr-defined]
+        if not run.superseded:
+            await run.flush()
+    if run.superseded:
+        log.info("execution of %s stopped: %s", key, run.superseded)
+        return
     if run.cancel.is_set():
         await _mark_cancelled(run, note=run.budget_note or "cancelled")
 

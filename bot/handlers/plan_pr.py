@@ -8,18 +8,21 @@ exactly that revision.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 
-from bot.errors import PlanValidationError, StateError
+from bot.errors import GitHubError, PlanValidationError, StateError
+from bot.handlers.approval import record_approval
+from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session
 from bot.permissions import is_bot
-from bot.plan import changelog_lines, diff_prds, parse_prd, prd_to_yaml, revision_hash
+from bot.plan import PRD, changelog_lines, diff_prds, parse_prd, prd_to_yaml, revision_hash
 from bot.plans import LoadedPlan
 from bot.rendering import messages
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.state import revise
+from bot.state import PlanState, revise
 from bot.workspace.mirror import Mirror
 from bot.workspace.worktree import add_worktree, commit_all, remove_worktree
 
@@ -39,9 +42,11 @@ def prd_path(issue: int) -> str:
 
 
 async def open_plan_pr(session: Session, loaded: LoadedPlan) -> None:
-    """Commit the PRD to the plan branch and open (or update) the draft plan PR."""
-    from bot.handlers.planning import save_plan
+    """Commit the PRD to the plan branch and open (or update) the draft plan PR.
 
+    The plan records the PR's number and the commit the bot pushed: only that PR, and
+    only commits pushed on top of ours by people with write access, can approve a file.
+    """
     assert session.config is not None and session.clone_url is not None
     state = loaded.state
     branch = plan_branch(session.issue)
@@ -74,6 +79,7 @@ async def open_plan_pr(session: Session, loaded: LoadedPlan) -> None:
         )
         if sha is not None or remote is None:
             await mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
+        pushed = sha or remote or await mirror.resolve(f"refs/heads/{branch}")
     finally:
         await remove_worktree(wt)
     title = f"[Plan Cascade] #{session.issue} plan, revision {state.revision}"
@@ -89,21 +95,32 @@ async def open_plan_pr(session: Session, loaded: LoadedPlan) -> None:
         )
     else:
         await session.port.update_pull_request(session.repo, pr.number, title=title)
-    if state.plan_pr != pr.number:
-        await save_plan(
-            session, state.model_copy(update={"plan_pr": pr.number}), comment_id=loaded.comment_id
-        )
+    if state.plan_pr != pr.number or state.plan_pr_head != pushed:
+        await update_plan(session, loaded, functools.partial(_record_pr, number=pr.number, head=pushed))
+
+
+def _record_pr(state: PlanState, *, number: int, head: str) -> PlanState:
+    return state.model_copy(update={"plan_pr": number, "plan_pr_head": head})
 
 
 @router.register("pull_request_review", "submitted")
 async def on_plan_pr_review(event: Event, services: Services) -> None:
-    """An approving review of the plan PR approves the PRD file at the reviewed commit."""
+    """An approving review of the plan PR approves the PRD file at the reviewed commit.
+
+    Only the plan PR recorded in the plan counts, with its head branch in this repository,
+    the bot's commit still on it and every later commit by someone with write access; the
+    reviewer must pass the approval rule. Anything else adopts nothing.
+    """
     env = event.envelope
     review, pr = env.review, env.pull_request
     if review is None or pr is None or event.repo is None or review.state.lower() != "approved":
         return
     match = _PLAN_BRANCH.match(pr.head.ref)
     if match is None or is_bot(review.user.login, review.user.type):
+        return
+    head_repo = pr.head.repo.full_name if pr.head.repo else ""
+    if head_repo.lower() != event.repo.lower():
+        log.info("review of #%s ignored: its head is in %s, not this repository", pr.number, head_repo or "?")
         return
     issue = int(match.group(1))
     session = await open_session(
@@ -112,60 +129,86 @@ async def on_plan_pr_review(event: Event, services: Services) -> None:
     if await session.load_config() is None:
         await session.report_config_error()
         return
-    verdict = await session.may_approve(review.user.login, review.author_association)
-    if not verdict.allowed:
-        await session.port.create_issue_comment(
-            event.repo,
-            pr.number,
-            body=messages.permission_denied(
-                review.user.login,
-                verdict.permission,
-                approvers=list(session.config.approvers) if session.config else [],
-            ),
-        )
-        return
     loaded = await session.load_plan()
     if loaded is None:
         return
+    if loaded.state.plan_pr != pr.number:
+        log.info("review of #%s ignored: the plan's pull request is #%s", pr.number, loaded.state.plan_pr)
+        return
+    verdict = await session.may_start(review.user.login, review.author_association, review.user.type)
+    if not verdict.allowed:
+        await session.refuse(review.user.login, verdict, on=pr.number)
+        return
     sha = (event.payload.get("review") or {}).get("commit_id") or pr.head.sha
+    problem = await _commits_problem(session, pr.number, loaded.state, reviewed=sha)
+    if problem is not None:
+        log.info("review of plan PR #%s by %s refused: %s", pr.number, review.user.login, problem)
+        await _say(session, pr.number, f"This review approves nothing: {problem}.")
+        return
     text = await session.port.get_file_text(event.repo, prd_path(issue), ref=sha)
     if text is None:
-        await session.port.create_issue_comment(
-            event.repo,
-            pr.number,
-            body=f"`{prd_path(issue)}` is missing from this branch: restore it to approve.",
+        await _say(
+            session, pr.number, f"`{prd_path(issue)}` is missing from this branch: restore it to approve."
         )
         return
     assert session.config is not None
     try:
         prd = parse_prd(text, max_stories=session.config.limits.max_stories)
     except PlanValidationError as exc:
-        await session.port.create_issue_comment(
-            event.repo, pr.number, body=messages.prd_invalid(exc.problems, "plan-pr")
-        )
+        await _say(session, pr.number, messages.prd_invalid(exc.problems, "plan-pr"))
         return
     await _approve_file(session, loaded, prd, approver=review.user.login)
 
 
-async def _approve_file(session: Session, loaded: LoadedPlan, prd, *, approver: str) -> None:  # type: ignore[no-untyped-def]
-    from bot.handlers.approval import record_approval
-    from bot.handlers.planning import save_plan
+async def _say(session: Session, pr_number: int, body: str) -> None:
+    await session.port.create_issue_comment(session.repo, pr_number, body=body)
 
-    state = loaded.state
-    if revision_hash(prd) != state.plan_hash:
-        try:
-            state = revise(
+
+async def _commits_problem(
+    session: Session, pr_number: int, state: PlanState, *, reviewed: str
+) -> str | None:
+    """Why the plan PR's history cannot be trusted up to the reviewed commit (None when it can)."""
+    try:
+        commits = await session.port.list_pull_request_commits(session.repo, pr_number)
+    except GitHubError as exc:
+        return f"GitHub could not list its commits ({exc.message})"
+    shas = [c.sha for c in commits]
+    if state.plan_pr_head is None or state.plan_pr_head not in shas:
+        return "the commit Plan Cascade pushed is no longer on the branch"
+    if reviewed not in shas:
+        return f"the reviewed commit {reviewed[:12]} is not part of this pull request"
+    later = commits[shas.index(state.plan_pr_head) + 1 : shas.index(reviewed) + 1]
+    for commit in later:
+        login = commit.author_login
+        if not login:
+            return f"commit {commit.sha[:12]} is not linked to a GitHub account"
+        verdict = await session.may_act(login, user_type=commit.author_type)
+        if not verdict.allowed:
+            return f"commit {commit.sha[:12]} is by {login}, who may not change plans ({verdict.reason})"
+    return None
+
+
+async def _approve_file(session: Session, loaded: LoadedPlan, prd: PRD, *, approver: str) -> None:
+    plan_hash = revision_hash(prd)
+    if plan_hash != loaded.state.plan_hash:
+
+        def adopted(state: PlanState) -> PlanState | None:
+            if state.plan_hash == plan_hash:
+                return None
+            return revise(
                 state,
                 prd,
                 at=session.services.clock(),
                 changelog=changelog_lines(diff_prds(state.prd, prd)),
                 source="plan-pr",
             )
+
+        try:
+            loaded = await update_plan(session, loaded, adopted)
         except StateError as exc:
             await session.reply(messages.state_refusal("approve", exc.message))
             return
-        loaded = await save_plan(session, state, comment_id=loaded.comment_id)
     try:
-        await record_approval(session, loaded, user=approver, via="review", scope=[])
+        await record_approval(session, loaded, user=approver, via="review", scope=[], plan_hash=plan_hash)
     except StateError as exc:
         await session.reply(messages.state_refusal("approve", exc.message))

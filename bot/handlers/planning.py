@@ -7,23 +7,26 @@ and the plan that existed before stays as it was.
 
 from __future__ import annotations
 
+import functools
 import logging
 
+from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
-from bot.handlers.session import Session, session_for_event
+from bot.handlers.epic import PLAN_CHILD_JOB
+from bot.handlers.plan_io import DEFAULT_TRIGGER, save_plan, update_plan
+from bot.handlers.session import Session, session_for_event, session_for_job
 from bot.permissions import is_bot
 from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd
-from bot.plans import LoadedPlan, write_state
+from bot.plans import LoadedPlan
 from bot.rendering import messages
-from bot.rendering.plan_comment import render_plan_comment
-from bot.repoconfig import RepoConfig
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.state import INLINE_STATE_LIMIT, PlanSource, PlanState, PlanStatus, new_plan, revise, state_payload
+from bot.state import PlanSource, PlanState, PlanStatus, new_plan, revise
+from bot.worker import JobKinds
 
 router = Router()
+kinds = JobKinds()
 log = logging.getLogger(__name__)
-DEFAULT_TRIGGER = "plan-cascade"
 
 
 @router.register("issues", "labeled")
@@ -105,38 +108,12 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
     except LLMError as exc:
         await session.reply(messages.planning_failed(exc.message))
         return
-    now = session.services.clock()
-    if loaded is None or loaded.state.status == PlanStatus.COMPLETED:
-        state = new_plan(
-            repo=session.repo,
-            issue=session.issue,
-            prd=prd,
-            at=now,
-            required_approvals=session.config.required_approvals,
-            source=source,
-        )  # type: ignore[arg-type]
-    else:
-        try:
-            state = revise(
-                loaded.state,
-                prd,
-                at=now,
-                changelog=changelog_lines(diff_prds(loaded.state.prd, prd)),
-                source=source,
-            )  # type: ignore[arg-type]
-        except StateError as exc:
-            await session.reply(messages.state_refusal("revise", exc.message))
-            return
-        state = state.model_copy(
-            update={
-                "required_approvals": session.config.required_approvals,
-                "planning_tokens": loaded.state.planning_tokens,
-                "planning_cost_usd": loaded.state.planning_cost_usd,
-                "ignored_reactions": await _current_reactions(session, loaded),
-            }
-        )
-    if planning is not None:
-        state = state.model_copy(
+    config = session.config
+
+    def with_planning(state: PlanState) -> PlanState:
+        if planning is None:
+            return state
+        return state.model_copy(
             update={
                 "planning_tokens": state.planning_tokens
                 + planning.usage.input_tokens
@@ -146,8 +123,43 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
                 "warnings": planning.warnings,
             }
         )
-    comment_id = loaded.comment_id if loaded and loaded.state.status != PlanStatus.COMPLETED else None
-    saved = await save_plan(session, state, comment_id=comment_id)
+
+    if loaded is None or loaded.state.status == PlanStatus.COMPLETED:
+        state = new_plan(
+            repo=session.repo,
+            issue=session.issue,
+            prd=prd,
+            at=session.services.clock(),
+            required_approvals=config.required_approvals,
+            source=source,
+        )  # type: ignore[arg-type]
+        saved = await save_plan(session, with_planning(state), comment_id=None)
+    else:
+        seen = await _current_reactions(session, loaded)
+
+        def revised(current: PlanState) -> PlanState:
+            # Applied to the newest plan: a plan that started running meanwhile refuses (StateError).
+            new = revise(
+                current,
+                prd,
+                at=session.services.clock(),
+                changelog=changelog_lines(diff_prds(current.prd, prd)),
+                source=source,
+            )  # type: ignore[arg-type]
+            new = new.model_copy(
+                update={
+                    "required_approvals": config.required_approvals,
+                    "ignored_reactions": sorted(set(seen) | set(current.ignored_reactions)),
+                }
+            )
+            return with_planning(new)
+
+        try:
+            saved = await update_plan(session, loaded, revised)
+        except StateError as exc:
+            await session.reply(messages.state_refusal("revise", exc.message))
+            return
+    state = saved.state
     log.info(
         "plan revision %s (%s) written to comment %s by request of %s",
         state.revision,
@@ -159,13 +171,7 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
         from bot.handlers.epic import create_children
 
         children = await create_children(session, planning.epic, title=prd.title)
-        state = saved.state.model_copy(
-            update={
-                "children": [n for _, n in children],
-                "note": "an epic: each feature is planned and approved in its own issue",
-            }
-        )
-        saved = await save_plan(session, state, comment_id=saved.comment_id)
+        saved = await update_plan(session, saved, functools.partial(_as_epic, children=children))
         listed = "\n".join(f"- {fid}: #{n}" for fid, n in children)
         await session.reply(
             f"This issue is an epic. Each feature is planned in its own issue, in this "
@@ -179,77 +185,32 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
 
 
 async def _current_reactions(session: Session, loaded: LoadedPlan) -> list[int]:
-    """Reaction ids on the plan comment now: a 👍 for an earlier revision approves nothing."""
+    """Reaction ids on the plan comment now: a 👍 for an earlier revision approves nothing.
+
+    If GitHub cannot list them, nothing is lost: a 👍 older than the revision's
+    `revised_at` never counts anyway (see `approval.poll_reactions`).
+    """
     try:
         page = await session.port.list_comment_reactions(session.repo, loaded.comment_id)
-    except GitHubError:
+    except GitHubError as exc:
+        log.warning("could not snapshot the plan's reactions before the revise: %s", exc.message)
         return list(loaded.state.ignored_reactions)
     ids = {r.id for r in page.reactions or []}
     return sorted(ids | set(loaded.state.ignored_reactions))
 
 
-def render(session: Session, state: PlanState, *, state_block: str | None = None) -> str:
-    """The plan comment body for `state`."""
-    config: RepoConfig | None = session.config
-    return render_plan_comment(
-        state,
-        estimate=_estimate(state, config, model=_agent_model(session, config)),
-        trigger_label=config.trigger_label if config else DEFAULT_TRIGGER,
-        app_slug=session.app_slug,
-        state_block=state_block,
+def _as_epic(state: PlanState, *, children: list[tuple[str, int]]) -> PlanState:
+    return state.model_copy(
+        update={
+            "children": [n for _, n in children],
+            "note": "an epic: each feature is planned and approved in its own issue",
+        }
     )
 
 
-def _agent_model(session: Session, config: RepoConfig | None) -> str:
-    """The model the builtin agent will use, for pricing the estimate."""
-    from bot.llm.registry import DEFAULT_MODELS
-
-    settings = session.services.settings
-    provider = (config.llm.provider if config and config.llm.provider else None) or settings.llm_provider
-    return (config.llm.model if config else None) or settings.llm_model or DEFAULT_MODELS.get(provider, "")
-
-
-def _estimate(state: PlanState, config: RepoConfig | None, *, model: str):  # type: ignore[no-untyped-def]
-    """The execution estimate at the model's price (the repo's `llm.prices` override it)."""
-    from bot.llm.pricing import Price, repo_price_table
-    from bot.rendering.estimate import estimate_execution
-
-    price = repo_price_table(config.llm.prices if config else None).price(model) or Price(
-        input_per_mtok=3.0, output_per_mtok=15.0
-    )
-    return estimate_execution(
-        state.prd,
-        price_in_per_mtok=price.input_per_mtok,
-        price_out_per_mtok=price.output_per_mtok,
-        max_parallel=config.execution.max_parallel if config else 3,
-        max_retries=config.gates.max_retries if config else 2,
-    )
-
-
-async def save_plan(session: Session, state: PlanState, *, comment_id: int | None) -> LoadedPlan:
-    """Write the plan comment (edit it when it exists) and refresh the cache.
-
-    A state too large for one comment goes into continuation comments written after the
-    plan comment, so the plan stays first in the issue's timeline.
-    """
-    previous = session._plan if session._plan and session._plan.comment_id == comment_id else None
-    if comment_id is None and len(state_payload(state)) <= INLINE_STATE_LIMIT:
-        # A new plan that fits one comment is written once, state and all.
-        block, parts = await write_state(session.port, state, existing={})
-        body = render(session, state, state_block=block)
-        comment_id = (await session.port.create_issue_comment(session.repo, session.issue, body=body)).id
-    else:
-        if comment_id is None:
-            # Parts need the plan comment to exist first (it stays first in the timeline).
-            pending = render(session, state, state_block="<!-- plan-cascade:state-pending -->")
-            comment_id = (
-                await session.port.create_issue_comment(session.repo, session.issue, body=pending)
-            ).id
-        block, parts = await write_state(session.port, state, existing=previous.parts if previous else {})
-        await session.port.update_issue_comment(
-            session.repo, comment_id, body=render(session, state, state_block=block)
-        )
-    loaded = LoadedPlan(state, comment_id, previous.reactions_etag if previous else None, parts)
-    session._plan = loaded
-    await session.store.cache(loaded, installation_id=session.installation_id)
-    return loaded
+@kinds.register(PLAN_CHILD_JOB)
+async def run_plan_child(job: ClaimedJob, services: Services) -> None:
+    """Plan a child issue of an epic (its label was added by the bot, which sends no event we act on)."""
+    session = await session_for_job(services, job)
+    if session is not None:
+        await plan_issue(session, actor="plan-cascade", text="")

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from bot.commands import Command
 from bot.db.queue import ClaimedJob
+from bot.handlers.approval import start_execution
+from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session, session_for_job
 from bot.permissions import is_bot
 from bot.rendering import messages
 from bot.rendering.pr_body import parse_batch_marker
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.state import PlanStatus, transition
+from bot.state import PlanState, PlanStatus, transition
 from bot.worker import JobKinds
+
+if TYPE_CHECKING:
+    from bot.handlers.commands import Author
 
 router = Router()
 kinds = JobKinds()
@@ -39,7 +45,7 @@ def batch_of_pr(repo: str, head_ref: str, body: str | None) -> tuple[int, int] |
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-async def on_pr_command(session: Session, cmd: Command, *, actor: str, pr_number: int) -> None:
+async def on_pr_command(session: Session, cmd: Command, *, author: Author, pr_number: int) -> None:
     """Commands commented on a pull request: `fix` on batch PRs, `help` anywhere."""
     if cmd.name == "help":
         await session.reply(
@@ -63,6 +69,11 @@ async def on_pr_command(session: Session, cmd: Command, *, actor: str, pr_number
     found = batch_of_pr(session.repo, pr.head_ref, pr.body)
     if found is None:
         await session.reply(messages.state_refusal("fix", "this pull request is not a Plan Cascade batch"))
+        return
+    # `fix` starts an agent: the same approval rule as `approve`.
+    verdict = await session.may_start(author.login, author.association, author.type)
+    if not verdict.allowed:
+        await session.refuse(author.login, verdict)
         return
     await _queue_fix(
         session, issue=found[0], batch=found[1], pr_number=pr_number, feedback=cmd.text, review_id=None
@@ -110,9 +121,9 @@ async def on_review_submitted(event: Event, services: Services) -> None:
     )
     if await session.load_config() is None:
         return
-    verdict = await session.may_act(review.user.login, review.author_association)
+    verdict = await session.may_start(review.user.login, review.author_association, review.user.type)
     if not verdict.allowed:
-        log.info("review by %s without write access: ignored", review.user.login)
+        log.info("changes requested by %s start nothing: %s", review.user.login, verdict.reason)
         return
     await _queue_fix(
         session,
@@ -142,26 +153,31 @@ async def on_pull_request_closed(event: Event, services: Services) -> None:
     loaded = await session.load_plan()
     if loaded is None or batch > len(loaded.state.batches):
         return
-    from bot.handlers.approval import start_execution
-    from bot.handlers.planning import save_plan
+    waiting = done = announce = False
 
-    state = loaded.state
-    batches = list(state.batches)
-    batches[batch - 1] = batches[batch - 1].model_copy(update={"merged": True})
-    state = state.model_copy(update={"batches": batches})
-    waiting = state.status == PlanStatus.PAUSED and (state.note or "").startswith(
-        f"waiting for batch {batch} "
-    )
-    if waiting:
-        state = transition(state, PlanStatus.RUNNING, at=services.clock(), note=f"batch {batch} merged")
+    def merged(state: PlanState) -> PlanState:
+        nonlocal waiting, done, announce
+        batches = list(state.batches)
+        batches[batch - 1] = batches[batch - 1].model_copy(update={"merged": True})
+        state = state.model_copy(update={"batches": batches})
+        waiting = state.status == PlanStatus.PAUSED and (state.note or "").startswith(
+            f"waiting for batch {batch} "
+        )
+        if waiting:
+            state = transition(state, PlanStatus.RUNNING, at=services.clock(), note=f"batch {batch} merged")
+        opened = [b for b in state.batches if b.pr_number is not None]
+        done = state.status == PlanStatus.COMPLETED and bool(opened) and all(b.merged for b in opened)
+        announce = done and not state.summary_posted
+        if announce:
+            state = state.model_copy(update={"summary_posted": True})
+        return state
+
+    saved = await update_plan(session, loaded, merged)
+    state = saved.state
     opened = [b for b in state.batches if b.pr_number is not None]
-    done = state.status == PlanStatus.COMPLETED and opened and all(b.merged for b in opened)
-    if done and not state.summary_posted:
-        state = state.model_copy(update={"summary_posted": True})
-    saved = await save_plan(session, state, comment_id=loaded.comment_id)
     if waiting:
         await start_execution(session, saved)
-    if done and not loaded.state.summary_posted:
+    if announce:
         elapsed = (services.clock() - state.created_at).total_seconds() / 60 if state.created_at else 0
         await session.reply(
             messages.plan_completed(

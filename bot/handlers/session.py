@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.port import GitHubPort
-from bot.permissions import PermissionCache, Verdict, may_act, may_approve
-from bot.plans import LoadedPlan, PlanStore
+from bot.permissions import PermissionCache, Verdict, may_act, may_start
+from bot.plans import LoadedPlan, PlanStore, require_identity
+from bot.rendering import messages
 from bot.repoconfig import CONFIG_PATH, RepoConfig, format_config_problems_markdown, load_repo_config
 
 if TYPE_CHECKING:
@@ -89,23 +90,39 @@ class Session:
         except GitHubError as exc:
             log.warning("could not react %s on comment %s: %s", content, comment_id, exc.message)
 
-    async def may_act(self, login: str, association: str | None = None) -> Verdict:
-        """Whether `login` has write access here."""
+    async def may_act(
+        self, login: str, association: str | None = None, user_type: str | None = None
+    ) -> Verdict:
+        """Whether `login` has write access here (never a bot; a GitHub error refuses)."""
         return await may_act(
-            self.port, self.permissions, repo=self.repo, login=login, association=association
+            self.port,
+            self.permissions,
+            repo=self.repo,
+            login=login,
+            association=association,
+            user_type=user_type,
         )
 
-    async def may_approve(self, login: str, association: str | None = None) -> Verdict:
-        """Write access and, when configured, membership of `approvers:`."""
+    async def may_start(
+        self, login: str, association: str | None = None, user_type: str | None = None
+    ) -> Verdict:
+        """The approval rule, for anything that starts or resumes work (see `bot.permissions`)."""
         approvers = list(self.config.approvers) if self.config else []
-        return await may_approve(
+        return await may_start(
             self.port,
             self.permissions,
             repo=self.repo,
             login=login,
             approvers=approvers,
             association=association,
+            user_type=user_type,
         )
+
+    async def refuse(self, login: str, verdict: Verdict, *, on: int | None = None) -> None:
+        """The one short reply to someone who may not do what they asked."""
+        approvers = list(self.config.approvers) if self.config else []
+        body = messages.permission_denied(login, verdict.permission, approvers=approvers)
+        await self.port.create_issue_comment(self.repo, on or self.issue, body=body)
 
 
 async def open_session(
@@ -138,7 +155,7 @@ async def open_session(
         installation_id=installation_id,
         default_branch=default_branch,
         clone_url=clone_url,
-        bot_login=services.bot_login or (f"{slug}[bot]" if slug else None),
+        bot_login=require_identity(services.bot_login or (f"{slug}[bot]" if slug else None)),
         app_slug=slug,
     )
 

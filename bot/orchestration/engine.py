@@ -12,7 +12,7 @@ import functools
 import logging
 from typing import Any
 
-from bot.orchestration.run import BudgetExceeded, Run, batch_base
+from bot.orchestration.run import BudgetExceeded, Run, RunSuperseded, batch_base
 from bot.orchestration.scheduler import in_scope, outcome, runnable, shared_files
 from bot.orchestration.story import run_story
 from bot.state import PlanState, PlanStatus, StoryStatus, skip_dependents, transition
@@ -25,7 +25,19 @@ def _add_warnings(state: PlanState, *, warnings: list[str]) -> PlanState:
 
 
 async def execute(run: Run) -> PlanState:
-    """Run the plan's approved stories to an outcome; returns the final state."""
+    """Run the plan's approved stories to an outcome; returns the final state.
+
+    When someone else changes the plan meanwhile (a revise, a cancel), the run stops where
+    it is and returns their state without writing over it.
+    """
+    try:
+        return await _execute(run)
+    except RunSuperseded as exc:
+        log.info("execution stopped: %s", exc.why)
+        return exc.state
+
+
+async def _execute(run: Run) -> PlanState:
     if run.state.status in (PlanStatus.APPROVED, PlanStatus.PAUSED, PlanStatus.FAILED):
         await run.update(
             lambda s: transition(s, PlanStatus.RUNNING, at=run.clock(), note=None), important=True
@@ -56,10 +68,12 @@ async def execute(run: Run) -> PlanState:
             tasks = [asyncio.create_task(_guarded(run, sid, base, limit, runner)) for sid in ready]
             try:
                 await asyncio.gather(*tasks)
-            except BudgetExceeded:
+            except (BudgetExceeded, RunSuperseded) as exc:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                if isinstance(exc, RunSuperseded):
+                    raise
                 return await _pause_for_budget(run)
             except asyncio.CancelledError:
                 # gather cancelled the stories; let their cleanup (worktrees, processes) finish.

@@ -16,8 +16,12 @@ if TYPE_CHECKING:
 class Reporter(Protocol):
     """Where state and gate results go: the plan comment and check runs, or the terminal."""
 
-    async def save(self, state: PlanState, *, important: bool = False) -> None:
-        """Persist the state. `important` transitions are written at once; progress may be batched."""
+    async def save(self, state: PlanState, *, important: bool = False) -> PlanState | None:
+        """Persist the state; returns it as written (its new version), or None when deferred.
+
+        `important` transitions are written at once; progress may be batched. Raises
+        `StalePlan` when someone else wrote the plan since it was read.
+        """
 
     async def gate_started(self, *, scope: str, gate: GateSpec, head_sha: str, attempt: int) -> object:
         """A gate begins on `head_sha`; returns a handle for `gate_finished` (a check run id)."""

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.db.queue import utcnow
+from bot.errors import StalePlan, StateError
 from bot.repoconfig import RepoConfig
-from bot.state import PlanState, totals, update_story
+from bot.state import PlanState, PlanStatus, totals, update_story
 from bot.workspace.mirror import Mirror
 
 if TYPE_CHECKING:
@@ -24,6 +25,20 @@ if TYPE_CHECKING:
 
 class BudgetExceeded(Exception):
     """The plan-wide cost or token limit was reached."""
+
+
+class RunSuperseded(Exception):
+    """Someone changed the plan under the run (a revise, a cancel): it stops without writing."""
+
+    def __init__(self, state: PlanState, why: str) -> None:
+        super().__init__(why)
+        self.state = state
+        self.why = why
+
+
+CONTINUABLE = (PlanStatus.APPROVED, PlanStatus.RUNNING, PlanStatus.PAUSED, PlanStatus.FAILED)
+"""Statuses in which another writer's version of the same revision may be continued."""
+UPDATE_ATTEMPTS = 5
 
 
 @dataclass
@@ -50,14 +65,61 @@ class Run:
     # Runs one story elsewhere (e.g. a GitHub Actions runner) instead of `run_story`:
     # `story_runner(run, story_id, base_ref)` must leave the story passed or failed.
     story_runner: Callable[[Run, str, str], Awaitable[None]] | None = None
+    superseded: str | None = None
+    """Why the run stopped because someone else changed the plan (then it writes nothing more)."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _unsaved: list[Callable[[PlanState], PlanState]] = field(default_factory=list)
 
     async def update(self, change: Callable[[PlanState], PlanState], *, important: bool = False) -> PlanState:
-        """Apply a change to the state and save it before going on."""
+        """Apply a change to the state and save it before going on.
+
+        Saving is a compare-and-swap. When someone else wrote the plan in between, the
+        changes not yet saved are applied again to their version, if it is still this
+        revision and runnable; otherwise (a revise or a cancel won) the run stops with
+        RunSuperseded and writes nothing.
+        """
         async with self._lock:
-            self.state = change(self.state).model_copy(update={"updated_at": self.clock()})
-            await self.reporter.save(self.state, important=important)
-            return self.state
+            if self.superseded:
+                raise RunSuperseded(self.state, self.superseded)
+            self._unsaved.append(change)
+            state = change(self.state).model_copy(update={"updated_at": self.clock()})
+            for _ in range(UPDATE_ATTEMPTS):
+                try:
+                    saved = await self.reporter.save(state, important=important)
+                except StalePlan as exc:
+                    state = self._rebase(exc)
+                    important = True
+                    continue
+                if saved is not None:
+                    self._unsaved.clear()
+                self.state = saved or state
+                return self.state
+            raise StalePlan("the plan kept changing under the run", fresh=state)
+
+    def _rebase(self, exc: StalePlan) -> PlanState:
+        fresh = getattr(exc.fresh, "state", exc.fresh)
+        assert isinstance(fresh, PlanState)
+        why = None
+        if fresh.plan_hash != self.state.plan_hash:
+            why = f"the plan was revised to revision {fresh.revision} while it ran"
+        elif fresh.status not in CONTINUABLE:
+            why = f"the plan became {fresh.status.value.replace('_', ' ')} while it ran"
+        if why is None:
+            try:
+                for change in self._unsaved:
+                    fresh = change(fresh)
+            except StateError as err:
+                why = err.message
+        if why is not None:
+            self.superseded = why
+            self.state = fresh
+            raise RunSuperseded(fresh, why) from None
+        return fresh.model_copy(update={"updated_at": self.clock()})
+
+    async def flush(self) -> None:
+        """Write progress the reporter deferred (nothing once superseded)."""
+        if self._unsaved and not self.superseded:
+            await self.update(lambda s: s, important=True)
 
     async def story(self, story_id: str, *, important: bool = False, **changes: object) -> PlanState:
         """Change one story's record and save."""

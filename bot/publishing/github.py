@@ -9,9 +9,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from bot.errors import GitHubError
 from bot.gates.annotations import Annotation
 from bot.gates.detect import GateSpec
-from bot.gates.report import GateResult, annotation_batches, check_output, check_run_name, conclusion
+from bot.gates.report import (
+    GateResult,
+    annotation_batches,
+    check_output,
+    check_run_name,
+    conclusion,
+    gate_external_id,
+)
 from bot.github.port import GitHubPort
-from bot.handlers.checks import gate_external_id
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch
 from bot.publishing.batch import merge_batch
@@ -19,7 +25,7 @@ from bot.rendering.pr_body import pr_body, pr_title
 from bot.state import BatchState, PlanState
 
 log = logging.getLogger(__name__)
-SaveComment = Callable[[PlanState], Awaitable[None]]
+SaveComment = Callable[[PlanState], Awaitable[PlanState]]
 
 
 class GitHubReporter:
@@ -46,21 +52,18 @@ class GitHubReporter:
         self._last = float("-inf")
         self._dirty: PlanState | None = None
 
-    async def save(self, state: PlanState, *, important: bool = False) -> None:
-        """Transitions are written at once; progress edits at most once every `interval` seconds."""
+    async def save(self, state: PlanState, *, important: bool = False) -> PlanState | None:
+        """Transitions are written at once; progress edits at most once every `interval` seconds.
+
+        Returns the state as written (with its new version), or None when the write was deferred.
+        """
         now = self.clock()
         if important or now - self._last >= self.interval:
             self._last = now
             self._dirty = None
-            await self.save_comment(state)
-        else:
-            self._dirty = state
-
-    async def flush(self) -> None:
-        """Write the last unsaved progress."""
-        if self._dirty is not None:
-            state, self._dirty = self._dirty, None
-            await self.save_comment(state)
+            return await self.save_comment(state)
+        self._dirty = state
+        return None
 
     async def gate_started(self, *, scope: str, gate: GateSpec, head_sha: str, attempt: int) -> object:
         """Create the check run `plan-cascade / STORY-001 / test` in progress."""

@@ -3,6 +3,7 @@ that never overwrites someone else's work, and a reply that says what changed.""
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 from dataclasses import replace
@@ -28,7 +29,7 @@ class _NoSave:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
-    async def save(self, state: PlanState, *, important: bool = False) -> None:
+    async def save(self, state: PlanState, *, important: bool = False) -> PlanState | None:
         return None
 
     async def gate_started(self, *, scope: str, gate: GateSpec, head_sha: str, attempt: int) -> object:
@@ -65,7 +66,7 @@ async def apply_review_fix(
 ) -> None:
     """Run the review phase on the batch branch and push the result."""
     from bot.handlers.execution import build_run
-    from bot.handlers.planning import save_plan
+    from bot.handlers.plan_io import update_plan
     from bot.orchestration.story import _attempts
 
     loaded = await session.load_plan()
@@ -120,8 +121,7 @@ async def apply_review_fix(
             except PushRejected:
                 await _hands_off(session, pr_number, branch, loaded, batch)
                 return
-            new_record = record.model_copy(update={"head_sha": after})
-            await save_plan(session, with_batch(loaded.state, new_record), comment_id=loaded.comment_id)
+            await update_plan(session, loaded, functools.partial(_with_head, batch=batch, head=after))
         await session.port.create_issue_comment(
             session.repo, pr_number, body=_reply(result, changed, after != before)
         )
@@ -146,9 +146,16 @@ def _reply(result: StoryState, changed: list[str], moved: bool) -> str:
     return f"Plan Cascade tried to apply the feedback but did not push: {reason}."
 
 
-async def _hands_off(session: Session, pr_number: int, branch: str, loaded: Any, batch: int) -> None:
-    from bot.handlers.planning import save_plan
+def _with_head(state: PlanState, *, batch: int, head: str) -> PlanState:
+    return with_batch(state, state.batches[batch - 1].model_copy(update={"head_sha": head}))
 
-    record = loaded.state.batches[batch - 1].model_copy(update={"hands_off": True})
-    await save_plan(session, with_batch(loaded.state, record), comment_id=loaded.comment_id)
+
+def _hands_off_record(state: PlanState, *, batch: int) -> PlanState:
+    return with_batch(state, state.batches[batch - 1].model_copy(update={"hands_off": True}))
+
+
+async def _hands_off(session: Session, pr_number: int, branch: str, loaded: Any, batch: int) -> None:
+    from bot.handlers.plan_io import update_plan
+
+    await update_plan(session, loaded, functools.partial(_hands_off_record, batch=batch))
     await session.port.create_issue_comment(session.repo, pr_number, body=messages.hands_off(branch))

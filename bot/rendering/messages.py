@@ -84,6 +84,16 @@ def stale_approval(state: PlanState, *, user: str, approved_hash: str) -> str:
     )
 
 
+def approval_predates(state: PlanState, *, user: str) -> str:
+    """`user`'s approve command was written before the current revision was posted."""
+    return _render("approval_predates", state=state, user=user, short=short_hash(state.plan_hash))
+
+
+def plan_altered(url: str, reason: str) -> str:
+    """The plan comment failed verification (edited by someone, or unsigned): re-plan."""
+    return _render("plan_altered", url=url, reason=reason)
+
+
 def prd_invalid(problems: list[str], source: str) -> str:
     """A PRD failed validation: one line per problem and how to fix it.
 

@@ -17,7 +17,8 @@ from bot.errors import PlanValidationError
 from bot.plan import short_hash
 from bot.rendering.env import mermaid_id, mermaid_label, template_env
 from bot.rendering.estimate import ExecutionEstimate
-from bot.state import PLAN_MARKER, PlanState, PlanStatus, StoryStatus, encode_state, totals
+from bot.state import PlanState, PlanStatus, StoryStatus, totals
+from bot.state_block import PLAN_MARKER, encode_state
 
 COMMENT_LIMIT = 65_536
 """GitHub's limit on an issue comment, in characters."""
@@ -224,7 +225,7 @@ def render_plan_comment(
     `state_block` replaces the inline block (a reference to continuation comments when the
     state is too large for one comment). Raises PlanValidationError when it alone does not fit.
     """
-    state_block = state_block or encode_state(state)
+    state_block = state_block or encode_state(state, key=None)
     if comment_size(PLAN_MARKER) + comment_size(state_block) + 2 > limit:
         raise PlanValidationError(
             "the plan is too large for one GitHub comment",

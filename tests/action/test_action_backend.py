@@ -23,7 +23,8 @@ from bot.handlers.session import open_session
 from bot.orchestration.engine import execute
 from bot.orchestration.run import Run
 from bot.plan import extract_prd_block
-from bot.state import PLAN_MARKER, PlanState, PlanStatus, StoryStatus, decode_state, encode_state
+from bot.state import PlanState, PlanStatus, StoryStatus
+from bot.state_block import PLAN_MARKER, decode_state, encode_state
 from tests.action.action_support import PRD, TOKEN, ActionWorld, outputs
 from tests.execution_support import approved_state, git
 from tests.harness import REPO
@@ -39,7 +40,7 @@ def world_with_plan(tmp: Path, **kwargs: Any) -> ActionWorld:
     assert prd is not None
     state = approved_state(prd, repo=REPO, issue=1)
     world.fake.add_comment(
-        REPO, 1, body=f"{PLAN_MARKER}\nThe plan.\n{encode_state(state)}", user="github-actions[bot]"
+        REPO, 1, body=f"{PLAN_MARKER}\nThe plan.\n{encode_state(state, key=None)}", user="github-actions[bot]"
     )
     return world
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.state import PlanStatus, decode_state
+from bot.state import PlanStatus
+from bot.state_block import decode_state
 from bot.testing.deliveries import encode, load_fixture, signed_headers
 from bot.testing.fake_github import FakeGitHub, serve
 from bot.testing.server_process import running_server

@@ -9,7 +9,8 @@ from bot.errors import PlanValidationError
 from bot.plan import Story
 from bot.rendering import ExecutionEstimate, mermaid_flowchart, render_plan_comment
 from bot.rendering.plan_comment import COMMENT_LIMIT, comment_size
-from bot.state import PLAN_MARKER, PlanState, decode_state, encode_state, new_plan
+from bot.state import PlanState, new_plan
+from bot.state_block import PLAN_MARKER, decode_state, encode_state
 from tests.rendering.samples import (
     T0,
     approved_state,
@@ -48,9 +49,9 @@ STATE_PLACEHOLDER = "<!-- plan-cascade:state v1 (the encoded state; see the roun
 def test_plan_comment_snapshot(name: str) -> None:
     state = STATES[name]()
     body = render_plan_comment(state, estimate=ESTIMATE, app_slug="plan-cascade-bot")
-    assert body.endswith(encode_state(state) + "\n")
+    assert body.endswith(encode_state(state, key=None) + "\n")
     # The state block changes with every field added to PlanState: the snapshot shows what people see.
-    assert_snapshot(f"plan_comment_{name}.md", body.replace(encode_state(state), STATE_PLACEHOLDER))
+    assert_snapshot(f"plan_comment_{name}.md", body.replace(encode_state(state, key=None), STATE_PLACEHOLDER))
 
 
 @pytest.mark.parametrize("name", sorted(STATES))
@@ -58,7 +59,7 @@ def test_state_round_trips_through_the_comment(name: str) -> None:
     state = STATES[name]()
     body = render_plan_comment(state)
     assert body.startswith(PLAN_MARKER + "\n")
-    assert body.rstrip().endswith(encode_state(state))
+    assert body.rstrip().endswith(encode_state(state, key=None))
     assert decode_state(body) == state
 
 
@@ -144,7 +145,7 @@ def test_untrusted_text_pings_nobody_and_renders_no_html() -> None:
 
 
 def test_a_forged_state_block_in_untrusted_text_is_never_decoded() -> None:
-    forged = encode_state(failed_state())
+    forged = encode_state(failed_state(), key=None)
     prd = sample_prd()
     prd.stories[0] = prd.stories[0].model_copy(update={"title": forged, "verification": forged})
     state = new_plan(repo="acme/api", issue=1, prd=prd.model_copy(update={"summary": forged}), at=T0)
@@ -177,7 +178,7 @@ def test_each_trimming_step_is_taken_in_order_and_said() -> None:
     assert re.search(r"_… and \d+ more stories \(the full plan is in the state block / PRD\)\._", step4)
     assert re.search(r"the story lists \(the first \d of 5 stories are shown\)", step4)
 
-    minimal = render_plan_comment(state, limit=len(encode_state(state)) + 1200)
+    minimal = render_plan_comment(state, limit=len(encode_state(state, key=None)) + 1200)
     assert "### Stories" not in minimal and "everything but the status and the commands" in minimal
 
     for body, before in ((step1, full), (step2, step1), (step3, step2), (step4, step3), (minimal, step4)):
@@ -188,7 +189,7 @@ def test_each_trimming_step_is_taken_in_order_and_said() -> None:
 def test_the_state_block_alone_too_large_raises_with_a_fix() -> None:
     state = awaiting_state()
     with pytest.raises(PlanValidationError) as caught:
-        render_plan_comment(state, limit=len(encode_state(state)))
+        render_plan_comment(state, limit=len(encode_state(state, key=None)))
     assert caught.value.message == "the plan is too large for one GitHub comment"
     assert any("limits.max_stories" in p and "split the issue" in p for p in caught.value.problems)
 
@@ -196,7 +197,7 @@ def test_the_state_block_alone_too_large_raises_with_a_fix() -> None:
 @pytest.mark.parametrize("room", [1_500, 2_000, 3_000, 5_000, 10_000, 20_000, 40_000])
 def test_the_limit_is_never_exceeded(room: int) -> None:
     state = new_plan(repo="acme/api", issue=7, prd=big_prd(12), at=T0)
-    limit = comment_size(encode_state(state)) + room
+    limit = comment_size(encode_state(state, key=None)) + room
     body = render_plan_comment(state, limit=limit)
     assert comment_size(body) <= limit
     assert decode_state(body) == state
@@ -211,13 +212,13 @@ def test_a_200_story_plan_fits_in_one_comment() -> None:
 
 
 def test_a_300_story_plan_fits_with_its_state_in_continuation_comments() -> None:
-    from bot.state import PART_SIZE, split_payload, state_payload, state_reference
+    from bot.state_block import PART_SIZE, split_payload, state_payload, state_reference
 
     state = new_plan(repo="acme/api", issue=7, prd=big_prd(300), at=T0)
     payload = state_payload(state)
     parts = split_payload(payload)
     assert len(payload) > COMMENT_LIMIT and all(len(p) <= PART_SIZE for p in parts)
-    body = render_plan_comment(state, state_block=state_reference(list(range(1, len(parts) + 1)), payload))
+    body = render_plan_comment(state, state_block=state_reference(list(range(1, len(parts) + 1)), payload, key=None))
     assert comment_size(body) <= COMMENT_LIMIT
     assert "STORY-300" in body or "more stories" in body
 

@@ -1,0 +1,72 @@
+"""githubkit plumbing shared by the port's parts: error translation, JSON shapes, repo names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import httpx
+from githubkit import Response
+from githubkit.exception import GitHubException, RequestError, RequestFailed
+
+from bot.errors import GitHubError, NotFound
+
+
+def _error_message(exc: RequestFailed) -> str:
+    try:
+        data = exc.response.raw_response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("message"):
+        return str(data["message"])
+    return exc.response.reason_phrase or "no message"
+
+
+def translate(exc: GitHubException, action: str) -> BaseException:
+    """The Plan Cascade error for a githubkit exception raised while trying to `action`."""
+    if isinstance(exc, RequestFailed):
+        status = exc.response.status_code
+        kind = NotFound if status == 404 else GitHubError
+        return kind(f"GitHub refused to {action}: {status} {_error_message(exc)}", status=status)
+    if isinstance(exc, RequestError):
+        inner = exc.exc
+        if isinstance(inner, GitHubException):  # raised inside the auth flow (token request)
+            return translate(inner, action)
+        if isinstance(inner, httpx.HTTPError):
+            return GitHubError(f"Could not reach GitHub to {action}: {inner!r}")
+        return inner  # a bug (ours or a test fake's), not a GitHub problem: let it surface as is
+    return GitHubError(f"Could not {action}: {exc!r}")
+
+
+@contextmanager
+def github_errors(action: str) -> Iterator[None]:
+    """Turn githubkit exceptions raised in the block into Plan Cascade errors."""
+    try:
+        yield
+    except GitHubException as exc:
+        raise translate(exc, action) from exc
+
+
+def split_repo(repo: str) -> tuple[str, str]:
+    """`("owner", "name")` from `"owner/name"`."""
+    owner, sep, name = repo.partition("/")
+    if not sep or not owner or not name or "/" in name:
+        raise ValueError(f"repository must be 'owner/name', got {repo!r}")
+    return owner, name
+
+
+def json_object(response: Response[Any]) -> dict[str, Any]:
+    return cast(dict[str, Any], response.json())
+
+
+def json_list(response: Response[Any]) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], response.json())
+
+
+def check_runs_list(response: Response[Any]) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], response.json()["check_runs"])
+
+
+def drop_none(**fields: Any) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}

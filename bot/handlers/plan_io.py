@@ -1,0 +1,154 @@
+"""Writing a plan: the plan comment (and its signed state), compare-and-swap on the version.
+
+Every handler and the engine write plan state through `save_plan` (one write, refused with
+`StalePlan` when someone else wrote since it was read) or `update_plan` (re-read and apply
+the change again on a conflict). This module sits below every handler that writes plans.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from bot.errors import StalePlan
+from bot.handlers.session import Session
+from bot.plans import LoadedPlan, PlanStore, write_state
+from bot.rendering.plan_comment import render_plan_comment
+from bot.repoconfig import RepoConfig
+from bot.state import PlanState
+from bot.state_block import INLINE_STATE_LIMIT, state_payload
+
+log = logging.getLogger(__name__)
+DEFAULT_TRIGGER = "plan-cascade"
+UPDATE_ATTEMPTS = 5
+"""How often `update_plan` re-reads and re-applies a change before giving up (the job retries)."""
+
+Change = Callable[[PlanState], PlanState | None]
+"""A change to a plan: the new state, None for "nothing to do"; may raise StateError to refuse."""
+
+
+def render(session: Session, state: PlanState, *, state_block: str | None = None) -> str:
+    """The plan comment body for `state`."""
+    config: RepoConfig | None = session.config
+    return render_plan_comment(
+        state,
+        estimate=_estimate(state, config, model=_agent_model(session, config)),
+        trigger_label=config.trigger_label if config else DEFAULT_TRIGGER,
+        app_slug=session.app_slug,
+        state_block=state_block,
+    )
+
+
+def _agent_model(session: Session, config: RepoConfig | None) -> str:
+    """The model the builtin agent will use, for pricing the estimate."""
+    from bot.llm.registry import DEFAULT_MODELS
+
+    settings = session.services.settings
+    provider = (config.llm.provider if config and config.llm.provider else None) or settings.llm_provider
+    return (config.llm.model if config else None) or settings.llm_model or DEFAULT_MODELS.get(provider, "")
+
+
+def _estimate(state: PlanState, config: RepoConfig | None, *, model: str):  # type: ignore[no-untyped-def]
+    """The execution estimate at the model's price (the repo's `llm.prices` override it)."""
+    from bot.llm.pricing import Price, repo_price_table
+    from bot.rendering.estimate import estimate_execution
+
+    price = repo_price_table(config.llm.prices if config else None).price(model) or Price(
+        input_per_mtok=3.0, output_per_mtok=15.0
+    )
+    return estimate_execution(
+        state.prd,
+        price_in_per_mtok=price.input_per_mtok,
+        price_out_per_mtok=price.output_per_mtok,
+        max_parallel=config.execution.max_parallel if config else 3,
+        max_retries=config.gates.max_retries if config else 2,
+    )
+
+
+async def save_plan(session: Session, state: PlanState, *, comment_id: int | None) -> LoadedPlan:
+    """Write `state` (read at `state.version`) as the plan comment; StalePlan if it changed since.
+
+    `comment_id=None` posts a new plan comment (a state too large for one comment goes into
+    continuation comments written after it, so the plan stays first in the issue's timeline).
+    """
+    store = session.store
+    async with session.services.plan_lock(session.repo, session.issue):
+        previous = session._plan if session._plan and session._plan.comment_id == comment_id else None
+        expected = None if comment_id is None else state.version
+        version = await store.next_version(session.repo, session.issue) if expected is None else expected + 1
+        state = state.model_copy(update={"version": version})
+        claim = LoadedPlan(state, comment_id or 0, previous.reactions_etag if previous else None)
+        claim.parts = dict(previous.parts) if previous else {}
+        await store.compare_and_set(
+            session.port,
+            claim,
+            expected=expected,
+            installation_id=session.installation_id,
+            bot_login=session.bot_login,
+        )
+        comment_id, parts = await _write_comment(session, state, comment_id=comment_id, parts=claim.parts)
+        loaded = LoadedPlan(state, comment_id, claim.reactions_etag, parts)
+        session._plan = loaded
+        if expected is None:
+            await store.cache(loaded, installation_id=session.installation_id)
+        await _converge(session, store, loaded)
+    return loaded
+
+
+async def _write_comment(
+    session: Session, state: PlanState, *, comment_id: int | None, parts: dict[int, str]
+) -> tuple[int, dict[int, str]]:
+    key = session.store.key
+    if comment_id is None and len(state_payload(state)) <= INLINE_STATE_LIMIT:
+        # A new plan that fits one comment is written once, state and all.
+        block, parts = await write_state(session.port, state, existing={}, key=key)
+        body = render(session, state, state_block=block)
+        created = await session.port.create_issue_comment(session.repo, session.issue, body=body)
+        return created.id, parts
+    if comment_id is None:
+        # Parts need the plan comment to exist first (it stays first in the timeline).
+        pending = render(session, state, state_block="<!-- plan-cascade:state-pending -->")
+        comment_id = (await session.port.create_issue_comment(session.repo, session.issue, body=pending)).id
+    block, parts = await write_state(session.port, state, existing=parts, key=key)
+    await session.port.update_issue_comment(
+        session.repo, comment_id, body=render(session, state, state_block=block)
+    )
+    return comment_id, parts
+
+
+async def _converge(session: Session, store: PlanStore, loaded: LoadedPlan) -> None:
+    """If another process wrote a newer version while our edit was in flight, write that one last."""
+    record = await store.cached(session.repo, session.issue)
+    if (
+        record is None
+        or record.version <= loaded.state.version
+        or record.plan_comment_id != loaded.comment_id
+    ):
+        return
+    newest = PlanState.model_validate(record.state)
+    log.info(
+        "plan version %s superseded ours (%s) in flight: writing it last",
+        newest.version,
+        loaded.state.version,
+    )
+    await _write_comment(session, newest, comment_id=loaded.comment_id, parts=loaded.parts)
+
+
+async def update_plan(session: Session, loaded: LoadedPlan, change: Change) -> LoadedPlan:
+    """Apply `change` to the newest plan and save it; on a conflict re-read and apply it again."""
+    for _ in range(UPDATE_ATTEMPTS):
+        new = change(loaded.state)
+        if new is None:
+            return loaded
+        try:
+            return await save_plan(session, new, comment_id=loaded.comment_id)
+        except StalePlan as exc:
+            log.info("%s: applying the change again on the newer plan", exc.message)
+            fresh = exc.fresh
+            assert isinstance(fresh, LoadedPlan)
+            loaded = fresh
+            session._plan = fresh
+    raise StalePlan(
+        f"the plan of {session.repo}#{session.issue} kept changing while it was being written: will retry",
+        fresh=loaded,
+    )
