@@ -218,7 +218,8 @@ def test_a_300_story_plan_fits_with_its_state_in_continuation_comments() -> None
     payload = state_payload(state)
     parts = split_payload(payload)
     assert len(payload) > COMMENT_LIMIT and all(len(p) <= PART_SIZE for p in parts)
-    body = render_plan_comment(state, state_block=state_reference(list(range(1, len(parts) + 1)), payload, key=None))
+    reference = state_reference(list(range(1, len(parts) + 1)), payload, key=None)
+    body = render_plan_comment(state, state_block=reference)
     assert comment_size(body) <= COMMENT_LIMIT
     assert "STORY-300" in body or "more stories" in body
 
