@@ -8,20 +8,10 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
+from bot.cli_registry import COMMANDS, command
 from bot.errors import PlanCascadeError
 
-Command = Callable[[argparse.Namespace], int]
-_COMMANDS: dict[str, Command] = {}
-
-
-def command(name: str) -> Callable[[Command], Command]:
-    """Register a sub-command implementation."""
-
-    def decorate(fn: Command) -> Command:
-        _COMMANDS[name] = fn
-        return fn
-
-    return decorate
+__all__ = ["build_parser", "command", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _COMMANDS[args.command](args)
+        return COMMANDS[args.command](args)
     except PlanCascadeError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         for problem in getattr(exc, "problems", []) or []:
@@ -153,6 +143,6 @@ def _safe_url(url: str) -> str:
 if __name__ == "__main__":  # pragma: no cover
     # `python -m bot.cli` runs this file as `__main__`, a second copy of the module: dispatch
     # through the real `bot.cli`, where every front door registered its commands.
-    from bot.cli import main as _main
+    import importlib
 
-    raise SystemExit(_main())
+    raise SystemExit(importlib.import_module("bot.cli").main())

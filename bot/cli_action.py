@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from bot.cli import command
+from bot.cli_registry import command
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

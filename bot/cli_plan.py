@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bot.cli import command
+from bot.cli_registry import command
 from bot.errors import RepoConfigError
 
 

@@ -63,6 +63,7 @@ def commented(
     on_pr: bool = False,
     user_type: str = "User",
     clone_url: str = "",
+    created_at: str | None = None,
 ) -> dict[str, Any]:
     """An `issue_comment.created` delivery from GitHub's published example, edited."""
     payload = copy.deepcopy(load_fixture("issue_comment.created.1"))
@@ -77,7 +78,7 @@ def commented(
             "id": comment_id or next(_ids),
             "body": body,
             "author_association": association,
-            "created_at": now_iso(),  # GitHub stamps a comment when it is written
+            "created_at": created_at or now_iso(),  # GitHub stamps a comment when it is written
         }
     )
     payload["comment"]["user"].update({"login": user, "type": user_type})
@@ -90,7 +91,13 @@ class Harness:
     """The server's runtime wired to a FakeGitHub; no network, no threads."""
 
     def __init__(
-        self, tmp_path: Path, *, fake: FakeGitHub | None = None, execute: bool = False, **settings: Any
+        self,
+        tmp_path: Path,
+        *,
+        fake: FakeGitHub | None = None,
+        execute: bool = False,
+        intercept: frozenset[str] = frozenset(),
+        **settings: Any,
     ) -> None:
         self.tmp_path = tmp_path
         self.fake = fake or FakeGitHub(api_url="http://github.test", strict=True)
@@ -108,15 +115,20 @@ class Harness:
         )
         self.runtime: Runtime = build_runtime(self.settings, services=services)
         self.started: list[dict[str, Any]] = []
-        if not execute:
+        self.intercepted: list[tuple[str, dict[str, Any]]] = []
+        """Jobs of the `intercept` kinds that were queued (and not run)."""
+        held = intercept | ({"execute_plan"} if not execute else set())
+        if held:
             queue_it = services.enqueue
             assert queue_it is not None
 
             async def enqueue(kind: str, group: str, payload: dict[str, Any]) -> None:
+                if kind not in held:
+                    await queue_it(kind, group, payload)
+                    return
+                self.intercepted.append((kind, payload))
                 if kind == "execute_plan":
                     self.started.append(payload)
-                else:
-                    await queue_it(kind, group, payload)
 
             services.enqueue = enqueue
         self.app = create_app(self.settings, runtime=self.runtime, start_workers=False, migrate=False)

@@ -83,3 +83,22 @@ async def wait_for(predicate: Any, *, timeout: float = 10.0, interval: float = 0
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+def rewrite_state_block(body: str, change: Any) -> str:
+    """What anyone with write access can do to the bot's plan comment: decode the hidden state,
+    change it, and put it back in the same format, keeping whatever signature was there."""
+    import base64
+    import json
+    import re
+    import zlib
+
+    from bot.state import PlanState
+
+    match = re.search(r"(<!--\s*plan-cascade:state v\d+\s+(?:sig=\S+\s+)?)([A-Za-z0-9+/=\s]+?)(\s*-->)", body)
+    assert match is not None, "no state block to tamper with"
+    raw = zlib.decompress(base64.b64decode("".join(match.group(2).split())))
+    state = change(PlanState.model_validate_json(raw))
+    data = json.dumps(state.model_dump(mode="json"), separators=(",", ":")).encode()
+    payload = base64.b64encode(zlib.compress(data, 9)).decode()
+    return body[: match.start(2)] + payload + body[match.end(2) :]

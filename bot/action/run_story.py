@@ -60,7 +60,7 @@ def check_runnable(state: PlanState, story: StoryInputs) -> None:
 
 async def run_one_story(services: Services, inputs: ActionInputs) -> StoryOutcome:
     """Run the story of `inputs.story` and report it (a refused story is reported failed)."""
-    from bot.action.runner import require_config
+    from bot.action.services import require_config
     from bot.handlers.execution import build_run
     from bot.orchestration.story import run_story
     from bot.publishing.github import GitHubReporter

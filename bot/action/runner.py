@@ -26,8 +26,8 @@ import httpx
 from bot.action.inputs import ActionInputs, load_event, read_inputs
 from bot.action.outputs import error_command, plan_outputs, write_outputs
 from bot.action.services import InlineJobs, action_services
-from bot.errors import PlanCascadeError, RepoConfigError
-from bot.handlers.session import Session, open_session
+from bot.errors import PlanCascadeError
+from bot.handlers.session import open_session
 from bot.log import log_context
 from bot.routing import Event
 from bot.services import Services
@@ -153,13 +153,6 @@ async def poll_plans(services: Services, jobs: InlineJobs, inputs: ActionInputs)
             await poll_reactions(session)
             await jobs.drain(delivery_id=inputs.delivery_id)
     return numbers
-
-
-async def require_config(session: Session) -> None:
-    """Load the repo config or fail the run, naming the bad keys."""
-    if await session.load_config() is None:
-        error = session.config_error or RepoConfigError("the repo config is invalid")
-        raise error
 
 
 async def _run_story(services: Services, inputs: ActionInputs) -> dict[str, str]:

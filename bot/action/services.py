@@ -12,19 +12,22 @@ from collections import deque
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from bot.action.inputs import ActionInputs
 from bot.db.queue import ClaimedJob, utcnow
-from bot.errors import JobError
+from bot.errors import JobError, RepoConfigError
 from bot.github.port import GitHubPort
 from bot.plans import PlanStore
 from bot.repoconfig import CONFIG_PATH
 from bot.services import Services
 from bot.settings import Settings, load_settings
 from bot.worker import JobKinds
+
+if TYPE_CHECKING:
+    from bot.handlers.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -152,3 +155,10 @@ def action_services(
     jobs = InlineJobs(services, default_job_kinds())
     services.enqueue = jobs.enqueue
     return services, jobs
+
+
+async def require_config(session: Session) -> None:
+    """Load the repo config or fail the run, naming the bad keys."""
+    if await session.load_config() is None:
+        error = session.config_error or RepoConfigError("the repo config is invalid")
+        raise error

@@ -12,7 +12,7 @@ import re
 import shutil
 
 from bot.db.queue import ClaimedJob
-from bot.handlers.session import session_for_job
+from bot.handlers.session import session_for_event, session_for_job
 from bot.routing import Event, Router
 from bot.services import Services
 from bot.worker import JobKinds
@@ -41,6 +41,14 @@ async def on_check_run_rerequested(event: Event, services: Services) -> None:
         return
     issue, scope, gate = parsed
     sender = event.envelope.sender
+    session = await session_for_event(services, event, issue=issue)
+    if await session.load_config() is None:
+        return
+    # A re-run starts the repository's code again: the same approval rule as `approve`.
+    verdict = await session.may_start(sender.login, user_type=sender.type)
+    if not verdict.allowed:
+        await session.refuse(sender.login or "someone", verdict)
+        return
     await services.enqueue(
         RERUN_JOB,
         f"{event.repo}#{issue}/run",
@@ -51,8 +59,6 @@ async def on_check_run_rerequested(event: Event, services: Services) -> None:
             "gate": gate,
             "head_sha": check.head_sha,
             "installation_id": event.installation_id,
-            "requested_by": sender.login,
-            "requested_by_type": sender.type,
         },
     )
 
@@ -68,12 +74,6 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     data = job.payload
     session = await session_for_job(services, job)
     if session is None:
-        return
-    # A re-run starts the repository's code again: the same approval rule as `approve`.
-    requester = str(data.get("requested_by") or "")
-    verdict = await session.may_start(requester, user_type=data.get("requested_by_type"))
-    if not verdict.allowed:
-        await session.refuse(requester or "someone", verdict)
         return
     loaded = await session.load_plan()
     if loaded is None:
