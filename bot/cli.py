@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from bot.cli_registry import COMMANDS, command
 from bot.errors import PlanCascadeError
+from bot.hardening import make_undumpable
 
 __all__ = ["build_parser", "command", "main"]
 
@@ -63,6 +64,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = load_settings(args.env_file)
     configure_logging(settings.log_level)
     _register_secrets(settings, register_secret)
+    make_undumpable()
     app = create_app(settings, start_workers=not args.no_workers)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False)
     uvicorn.Server(config).run()
@@ -78,6 +80,7 @@ def _worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.env_file)
     configure_logging(settings.log_level)
     _register_secrets(settings, register_secret)
+    make_undumpable()
     settings.require_server_secrets()
 
     async def run() -> None:
@@ -128,9 +131,13 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _register_secrets(settings: object, register: Callable[[str | None], None]) -> None:
-    for name in ("webhook_secret", "anthropic_api_key", "openai_api_key", "private_key"):
+    for name in ("webhook_secret", "anthropic_api_key", "openai_api_key", "private_key", "state_key"):
         value = getattr(settings, name, None)
         register(value.get_secret_value() if value is not None else None)
+    try:
+        register(settings.private_key_pem())  # type: ignore[attr-defined]
+    except PlanCascadeError:
+        pass  # reported where the key is used
 
 
 def _safe_url(url: str) -> str:

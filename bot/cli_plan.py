@@ -94,6 +94,7 @@ def _context(args: argparse.Namespace, *, interactive: bool = True) -> Any:
         llm_for=make_llm_factory(Services(settings=settings)),
         data_root=settings.data_dir if "data_dir" in settings.model_fields_set else None,
         tool_path=settings.tool_path,
+        sandbox=settings.sandbox_policy(default="auto"),
     )
 
 

@@ -29,6 +29,7 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
     except ConfigurationError as exc:
         results.append((False, "private key", exc.message))
 
+    results.append(sandbox_check(settings))
     db = Database(settings.resolved_database_url)
     try:
         await db.ping()
@@ -53,3 +54,16 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
             (False, "GitHub API", f"{url} looks like a GitHub Enterprise Server host: use {url}/api/v3")
         )
     return results
+
+
+def sandbox_check(settings: Settings) -> Check:
+    """Whether agents, gates and setup commands can run as PLAN_CASCADE_SANDBOX demands."""
+    sandbox = settings.sandbox_policy()
+    problem = sandbox.problem()
+    if sandbox.mode == "off":
+        return True, "sandbox", "off (PLAN_CASCADE_SANDBOX=off): untrusted code runs unconfined"
+    if problem is None:
+        return True, "sandbox", f"{sandbox.mode}: bubblewrap ({sandbox.bwrap}) builds the sandbox"
+    if sandbox.mode == "required":
+        return False, "sandbox", f"required, but {problem}: no agent or gate would run"
+    return True, "sandbox", f"auto, but {problem}: agents and gates would run unconfined"

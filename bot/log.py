@@ -1,8 +1,8 @@
 """Structured logging: one JSON object per line, tagged with the delivery and the plan.
 
 Handlers set the context once (`log_context(delivery=..., plan="owner/repo#12")`)
-and every line logged inside carries it. Known secret values are registered with
-`register_secret` and replaced by `***` in every message, whatever logged them.
+and every line logged inside carries it. Every message goes through `bot.redaction.redact`
+(known secrets registered with `register_secret`, and anything shaped like a credential).
 """
 
 from __future__ import annotations
@@ -15,23 +15,12 @@ import sys
 import time
 from collections.abc import Iterator
 
+from bot.redaction import redact, register_secret
+
+__all__ = ["configure_logging", "current_context", "log_context", "redact", "register_secret"]
+
 _delivery: contextvars.ContextVar[str | None] = contextvars.ContextVar("delivery", default=None)
 _plan: contextvars.ContextVar[str | None] = contextvars.ContextVar("plan", default=None)
-_secrets: set[str] = set()
-
-
-def register_secret(value: str | None) -> None:
-    """Never let `value` appear in a log line (tokens, keys, webhook secrets)."""
-    if value and len(value) >= 6:
-        _secrets.add(value)
-
-
-def redact(text: str) -> str:
-    """`text` with every registered secret replaced by `***`."""
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, "***")
-    return text
 
 
 @contextlib.contextmanager

@@ -128,8 +128,12 @@ class AgentConfig(_Section):
     limits: AgentLimits = Field(
         default_factory=AgentLimits, description="Limits of one agent run on one story."
     )
-    sandbox: Literal["auto", "none"] = Field(
-        "auto", description="auto = isolate tools if possible; none = don't."
+    sandbox: Literal["auto", "required", "none"] = Field(
+        "auto",
+        description=(
+            "auto = the operator's PLAN_CASCADE_SANDBOX; required = never run agents or gates unconfined; "
+            "none = no opinion (it never loosens the operator's setting)."
+        ),
     )
     author_name: str = Field("Plan Cascade", min_length=1, description="Git author name of agent commits.")
     author_email: str = Field(

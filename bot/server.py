@@ -79,10 +79,25 @@ def build_runtime(settings: Settings, *, services: Services | None = None) -> Ru
     return runtime
 
 
+def prepare_sandbox(services: Services) -> None:
+    """Before any job runs: kill what a crashed predecessor left running, say how code is confined."""
+    sandbox = services.sandbox_policy()
+    if sandbox.registry is not None:
+        sandbox.registry.kill_leftovers()
+    problem = sandbox.problem()
+    if sandbox.mode == "off":
+        log.warning("PLAN_CASCADE_SANDBOX=off: agents, gates and setup commands run unconfined")
+    elif problem is not None and sandbox.mode == "required":
+        log.error("PLAN_CASCADE_SANDBOX=required but %s: no agent, gate or setup command will run", problem)
+    elif problem is not None:
+        log.warning("PLAN_CASCADE_SANDBOX=auto and %s: agents and gates run unconfined", problem)
+
+
 async def run_background(runtime: Runtime, stop: asyncio.Event, *, workers: bool) -> list[asyncio.Task[None]]:
     """Start the worker pool (when asked) and the periodic tasks."""
     tasks: list[asyncio.Task[None]] = []
     if workers:
+        prepare_sandbox(runtime.services)
         tasks.append(asyncio.create_task(runtime.worker_pool().run(stop)))
     for job in runtime.background:
         tasks.append(asyncio.create_task(job(runtime.services, stop)))

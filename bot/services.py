@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bot.metrics import Metrics
     from bot.repoconfig import RepoConfig
     from bot.settings import Settings
+    from bot.workspace.jail import Sandbox
 
 log = logging.getLogger(__name__)
 IDENTITY_RETRY_DELAYS = (0.5, 2.0)
@@ -50,6 +51,8 @@ class Services:
     # Where the App's slug comes from (the App-level JWT client); else asked of the port.
     slug_source: Callable[[], Awaitable[str | None]] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    sandbox: Sandbox | None = None
+    """The operator's sandbox policy; None builds it from the settings (server default: required)."""
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     _slug: str | None = None
     _slug_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -86,6 +89,12 @@ class Services:
             log.warning("could not learn the App's slug (%s): retrying in %ss", problem, delay)
             await self.sleep(delay)
         raise UnknownIdentity(f"the App's own identity is unknown ({problem}): retrying later")
+
+    def sandbox_policy(self) -> Sandbox:
+        """The sandbox every untrusted process of this process runs in."""
+        if self.sandbox is None:
+            self.sandbox = self.settings.sandbox_policy()
+        return self.sandbox
 
     def plan_lock(self, repo: str, issue: int) -> asyncio.Lock:
         """Serialises this process's writes of one plan (the database compare-and-swap spans processes)."""

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from bot.workspace.jail import Sandbox
 
 LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
 
@@ -35,6 +40,7 @@ class Settings(BaseSettings):
     """Everything the server reads from the environment (or a `.env` file)."""
 
     model_config = SettingsConfigDict(env_file=None, extra="ignore", populate_by_name=True)
+    _pem: str | None = PrivateAttr(default=None)
 
     app_id: str | None = Field(default=None, validation_alias="PLAN_CASCADE_APP_ID")
     """The GitHub App's numeric id."""
@@ -78,6 +84,16 @@ class Settings(BaseSettings):
     """How long a claimed job stays claimed without a heartbeat before another worker reclaims it."""
     job_max_attempts: int = Field(default=5, ge=1, validation_alias="PLAN_CASCADE_JOB_MAX_ATTEMPTS")
     """Attempts before a failing job is marked dead."""
+    sandbox: Literal["required", "auto", "off"] | None = Field(
+        default=None, validation_alias="PLAN_CASCADE_SANDBOX"
+    )
+    """Sandbox floor for agents, gates, setup: required (server default), auto (local/Action default), off."""
+    bwrap: str = Field(default="bwrap", validation_alias="PLAN_CASCADE_BWRAP")
+    """The bubblewrap program (a name on PATH or a path)."""
+    agent_env: str = Field(default="", validation_alias="PLAN_CASCADE_AGENT_ENV")
+    """Comma-separated variables of this environment handed to external CLI agents (visible to them)."""
+    agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
+    """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
     """Key that signs the plan state hidden in plan comments; default derived from the webhook secret."""
 
@@ -96,12 +112,15 @@ class Settings(BaseSettings):
         return f"sqlite+aiosqlite:///{(self.data_dir / 'plan-cascade.db').resolve()}"
 
     def private_key_pem(self) -> str | None:
-        """The App private key text, read from the file when a path is given."""
+        """The App private key text, read from the file once (later calls reuse it in memory)."""
         if self.private_key is not None:
             return self.private_key.get_secret_value().replace("\\n", "\n")
+        if self._pem is not None:
+            return self._pem
         if self.private_key_path is not None:
             try:
-                return self.private_key_path.read_text()
+                self._pem = self.private_key_path.read_text()
+                return self._pem
             except OSError as exc:
                 raise ConfigurationError(
                     f"PLAN_CASCADE_PRIVATE_KEY_PATH={self.private_key_path} cannot be read: {exc.strerror}"
@@ -128,6 +147,26 @@ class Settings(BaseSettings):
             )
         assert pem is not None
         check_private_key(pem)
+
+    def sandbox_policy(
+        self, *, default: str = "required", environ: Mapping[str, str] | None = None
+    ) -> Sandbox:
+        """The operator's sandbox for every process started on untrusted code."""
+        from bot.workspace.jail import Sandbox
+        from bot.workspace.reaper import ProcessRegistry
+
+        env = os.environ if environ is None else environ
+        names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
+        data = self.data_dir.resolve()
+        hidden = [data, *([self.private_key_path.resolve()] if self.private_key_path else [])]
+        return Sandbox(
+            mode=self.sandbox or default,  # type: ignore[arg-type]
+            bwrap=self.bwrap,
+            hidden=tuple(hidden),
+            registry=ProcessRegistry(data / "run" / "processes"),
+            agent_network=self.agent_network,
+            agent_env={name: env[name] for name in names if name in env},
+        )
 
     def state_signing_key(self) -> bytes | None:
         """The key plan comments' state blocks are signed with (None: nothing to sign with).

@@ -102,3 +102,24 @@ def rewrite_state_block(body: str, change: Any) -> str:
     data = json.dumps(state.model_dump(mode="json"), separators=(",", ":")).encode()
     payload = base64.b64encode(zlib.compress(data, 9)).decode()
     return body[: match.start(2)] + payload + body[match.end(2) :]
+
+
+def bwrap_marker() -> Any:
+    """Skip a sandbox test where bubblewrap cannot run, except in CI, where it must (and fails loudly)."""
+    import os
+
+    import pytest
+
+    from bot.workspace.jail import bwrap_problem
+
+    problem = bwrap_problem("bwrap")
+    return pytest.mark.skipif(
+        problem is not None and not os.environ.get("CI"), reason=f"bubblewrap is not usable here: {problem}"
+    )
+
+
+def confined(worktree: Path, home: Path, **kwargs: Any) -> Any:
+    """A confinement in the default (required) sandbox, for tests that start processes."""
+    from bot.workspace.jail import Sandbox
+
+    return Sandbox().confinement(worktree=worktree, home=home, **kwargs)

@@ -11,6 +11,7 @@ import pytest
 
 from bot.orchestration.engine import execute
 from bot.state import PlanStatus, StoryStatus, update_story
+from bot.workspace.jail import Sandbox
 from tests.execution_support import (
     agent_script,
     approved_state,
@@ -67,7 +68,14 @@ async def test_parallel_stories_run_in_separate_worktrees(tmp_path: Path) -> Non
         f'echo "$1 end $(date +%s.%N)" >> {log}\n',
     )
     remote = make_remote(tmp_path)
-    run = make_run(tmp_path, remote, approved_state(THREE_INDEPENDENT), config_for(script, GATE))
+    # The agents log to a file outside their worktrees: a test instrument the sandbox forbids.
+    run = make_run(
+        tmp_path,
+        remote,
+        approved_state(THREE_INDEPENDENT),
+        config_for(script, GATE),
+        sandbox=Sandbox(mode="off"),
+    )
     state = await execute(run)
     assert state.status == PlanStatus.COMPLETED, state.note
     assert all(s.status == StoryStatus.PASSED for s in state.stories.values())
@@ -105,7 +113,9 @@ async def test_gate_failure_then_success_on_retry(tmp_path: Path) -> None:
     )
     remote = make_remote(tmp_path)
     prd = THREE_INDEPENDENT.split("  - id: STORY-002")[0]
-    run = make_run(tmp_path, remote, approved_state(prd), config_for(script, GATE))
+    run = make_run(
+        tmp_path, remote, approved_state(prd), config_for(script, GATE), sandbox=Sandbox(mode="off")
+    )
     state = await execute(run)
     story = state.stories["STORY-001"]
     assert story.status == StoryStatus.PASSED and story.attempts == 2

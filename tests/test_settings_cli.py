@@ -150,6 +150,7 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
     assert [(ok, name) for ok, name, _ in results] == [
         (True, "settings"),
         (True, "private key"),
+        (True, "sandbox"),
         (True, "database"),
         (True, "GitHub API"),
     ]
@@ -165,3 +166,15 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
     failed = {name: detail for ok, name, detail in results if not ok}
     assert "PLAN_CASCADE_WEBHOOK_SECRET" in failed["settings"]
     assert "unreachable" in failed["GitHub API"] or "/api/v3" in failed["GitHub API"]
+
+
+async def test_doctor_says_when_the_required_sandbox_cannot_run(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, PLAN_CASCADE_BWRAP=str(tmp_path / "no-such-bwrap"))
+    results = await run_checks(settings, transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    failed = {name: detail for ok, name, detail in results if not ok}
+    assert "not installed" in failed["sandbox"] and "no agent or gate would run" in failed["sandbox"]
+    relaxed = make_settings(
+        tmp_path, PLAN_CASCADE_BWRAP=str(tmp_path / "no-such-bwrap"), PLAN_CASCADE_SANDBOX="off"
+    )
+    results = await run_checks(relaxed, transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    assert ("sandbox", True) in {(name, ok) for ok, name, _ in results}

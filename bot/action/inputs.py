@@ -51,6 +51,9 @@ class ActionInputs(BaseModel):
     llm_base_url: str | None = Field(default=None, description="PLAN_CASCADE_LLM_BASE_URL.")
     anthropic_api_key: str | None = Field(default=None, repr=False, description="ANTHROPIC_API_KEY.")
     openai_api_key: str | None = Field(default=None, repr=False, description="OPENAI_API_KEY.")
+    sandbox: str | None = Field(
+        default=None, description="PLAN_CASCADE_SANDBOX: required, auto (default here) or off."
+    )
     state_key: str | None = Field(
         default=None, repr=False, description="PLAN_CASCADE_STATE_KEY: signs the plan state in comments."
     )
@@ -148,6 +151,7 @@ def read_inputs(env: Mapping[str, str]) -> ActionInputs:
         anthropic_api_key=_get(env, "ANTHROPIC_API_KEY"),
         openai_api_key=_get(env, "OPENAI_API_KEY"),
         state_key=_get(env, "PLAN_CASCADE_STATE_KEY"),
+        sandbox=_get(env, "PLAN_CASCADE_SANDBOX"),
         data_dir=data_dir,
         output_path=Path(p) if (p := _get(env, "GITHUB_OUTPUT")) else None,
         tool_path=_get(env, "PLAN_CASCADE_TOOL_PATH") or _get(env, "PATH"),

@@ -105,6 +105,7 @@ def action_settings(inputs: ActionInputs, data_dir: Path) -> Settings:
         openai_api_key=inputs.openai_api_key,
         tool_path=inputs.tool_path,
         log_level=inputs.log_level,
+        sandbox=inputs.sandbox,
     )
 
 
@@ -149,6 +150,7 @@ def action_services(
         github_for=github_for,
         bot_login=inputs.bot_login,
         plan_store=PlanStore(None, key=state_key(inputs)),
+        sandbox=settings.sandbox_policy(default="auto"),
         slug_source=slug_source,
     )
     services.llm_for = make_llm_factory(services)

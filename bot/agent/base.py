@@ -8,14 +8,16 @@ never escape :meth:`Agent.run`, which turns them into a result.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from bot.llm import Usage
 from bot.plan import PRD, Story
 from bot.repoconfig import AgentLimits
+from bot.workspace.jail import Confinement, Sandbox
 
 Phase = Literal["implementation", "retry", "refactor", "review"]
 AgentStatus = Literal["finished", "failed", "limits_exceeded"]
@@ -24,7 +26,7 @@ AgentStatus = Literal["finished", "failed", "limits_exceeded"]
 class AgentTask(BaseModel):
     """One story for one agent run, in one worktree."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     story: Story = Field(description="The story to implement.")
     prd: PRD = Field(description="The approved plan the story belongs to.")
@@ -35,13 +37,32 @@ class AgentTask(BaseModel):
     feedback: str | None = Field(default=None, description="Gate failure output or review comments.")
     deny: list[str] = Field(default_factory=list, description="Globs of paths the agent may not write.")
     limits: AgentLimits = Field(default_factory=AgentLimits, description="Step, token, cost and time limits.")
-    sandbox: Literal["auto", "none"] = Field(
-        default="auto", description="auto = run tool commands in bubblewrap when usable; none = don't."
+    sandbox: InstanceOf[Sandbox] = Field(
+        default_factory=Sandbox, description="The operator's sandbox policy (PLAN_CASCADE_SANDBOX)."
+    )
+    sandbox_setting: Literal["auto", "required", "none"] = Field(
+        default="auto",
+        description="The repository's `agent.sandbox`: it may tighten the policy, never loosen it.",
+    )
+    protected: list[Path] = Field(
+        default_factory=list, description="Paths inside the worktree bound read-only (.git, paths.deny)."
     )
     transcript_path: Path = Field(description="Where the run's JSON-lines transcript is written.")
     path: str | None = Field(
         default=None,
         description="PATH for tool commands (PLAN_CASCADE_TOOL_PATH); None means the safe default.",
+    )
+
+
+def confinement_for(task: AgentTask, *, network: bool = False, tools: Sequence[Path] = ()) -> Confinement:
+    """How this task's processes start (raises SandboxUnavailable when they must not start at all)."""
+    return task.sandbox.confinement(
+        worktree=task.worktree,
+        home=task.home,
+        repo_setting=task.sandbox_setting,
+        network=network,
+        readonly=task.protected,
+        tools=tools,
     )
 
 

@@ -5,14 +5,13 @@ the story's diff. The command template is formatted with ``{prompt_file}``, ``{s
 ``{worktree}`` (each value shell-quoted) and runs through bash in the worktree, in its own
 process group, killed with its children after ``limits.max_wall_seconds``.
 
-Credentials: the command gets a scrubbed environment (PATH, HOME, locale, TERM) with no API key
-or token of ours; :func:`~bot.workspace.process.scrubbed_env` refuses secret-looking names. An
-external agent must therefore find its credentials in its own configuration file under the HOME
-it is given (``task.home``), put there by whoever prepares that directory. Passing chosen
-variables through (an ``agent.env_passthrough`` allow-list) is not implemented.
+Credentials: the command gets a scrubbed environment (PATH, HOME, locale, TERM) with no token
+of ours, plus exactly the variables the operator lists in ``PLAN_CASCADE_AGENT_ENV`` (for
+example ``ANTHROPIC_API_KEY``): those are visible to the agent and to whatever it runs.
 
-These agents run without our bubblewrap sandbox, whatever ``task.sandbox`` says: they must reach
-their model's API, and the sandbox has no network. They rely on their own permission modes.
+These agents run in the same sandbox as everything else the bot starts on untrusted code
+(see `bot.workspace.jail`), with network access when the operator allows it
+(``PLAN_CASCADE_AGENT_NETWORK``, default on: they must reach their model's API).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from bot.agent.base import AgentResult, AgentTask
+from bot.agent.base import AgentResult, AgentTask, confinement_for
 from bot.agent.prompt import task_prompt
 from bot.agent.transcript import Transcript
 from bot.errors import AgentError
@@ -71,6 +70,19 @@ class CommandAgent:
             worktree=shlex.quote(str(task.worktree)),
         )
 
+    def _tool_dirs(self) -> list[Path]:
+        """Directories the command needs to see: where the programs and scripts it names live."""
+        try:
+            words = shlex.split(self.template)
+        except ValueError:
+            return []
+        dirs = []
+        for word in words:
+            path = Path(word.split("=", 1)[-1])
+            if path.is_absolute() and path.exists():
+                dirs.append(path if path.is_dir() else path.parent)
+        return dirs
+
     def _path(self, base: str | None = None) -> str:
         """The task's PATH (or SAFE_PATH), preceded by the directory of ``binary`` so it is found."""
         base = base or SAFE_PATH
@@ -99,13 +111,16 @@ class CommandAgent:
         prompt_file.write_text(task_prompt(task), encoding="utf-8")
         command = self.command(prompt_file=prompt_file, task=task)
         transcript.record("command", command=command)
+        confinement = confinement_for(task, network=task.sandbox.agent_network, tools=self._tool_dirs())
         outcome = await run_process(
             command,
             cwd=task.worktree,
-            env=scrubbed_env(home=task.home, extra={"PATH": self._path(task.path)}),
+            env=scrubbed_env(
+                home=task.home, extra={"PATH": self._path(task.path)}, passthrough=task.sandbox.agent_env
+            ),
             timeout=task.limits.max_wall_seconds,
             output_limit=max(task.limits.output_limit_chars, SUMMARY_CHARS),
-            sandbox="none",
+            confinement=confinement,
         )
         transcript.record("output", **outcome.model_dump(mode="json"))
         tail = _tail(outcome.output)

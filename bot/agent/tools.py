@@ -6,8 +6,9 @@ from :func:`~bot.workspace.sandbox.resolve_path`): the loop never dies of a bad 
 Only ``finish`` raises, :class:`~bot.agent.base.Submitted`, to end the loop.
 
 ``bash`` runs each command in a fresh subprocess with ``cwd=`` the worktree, a scrubbed
-env (no token of ours), a timeout that kills the process group, and bubblewrap when the
-task asks for it and it is usable (writable: the worktree and HOME only, no network).
+env (no token of ours), a timeout that kills the process group, inside the operator's
+sandbox (`bot.workspace.jail`: writable worktree and HOME only, no network, nothing of the
+server visible). What bash writes is checked after the run like any agent's changes.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
-from bot.agent.base import AgentTask, Submitted
+from bot.agent.base import AgentTask, Submitted, confinement_for
 from bot.agent.toolspecs import (
     ARGUMENTS,
     TOOL_SPECS,
@@ -36,7 +37,7 @@ from bot.agent.toolspecs import (
 )
 from bot.errors import SandboxViolation
 from bot.llm import ToolCall
-from bot.workspace import is_denied, resolve_path, run_process, scrubbed_env
+from bot.workspace import Confinement, is_denied, resolve_path, run_process, scrubbed_env
 
 __all__ = ["TOOL_SPECS", "ToolContext", "run_tool"]
 
@@ -58,7 +59,7 @@ class ToolContext:
     root: Path
     home: Path
     deny: tuple[str, ...] = ()
-    sandbox: Literal["auto", "none"] = "auto"
+    confinement: Confinement | None = None
     timeout_s: float = 120.0
     output_limit: int = 20_000
     path: str | None = None
@@ -70,7 +71,7 @@ class ToolContext:
             root=task.worktree,
             home=task.home,
             deny=tuple(task.deny),
-            sandbox=task.sandbox,
+            confinement=confinement_for(task),
             timeout_s=float(task.limits.tool_timeout_seconds),
             output_limit=task.limits.output_limit_chars,
             path=task.path,
@@ -220,8 +221,7 @@ async def bash(ctx: ToolContext, args: BashArgs) -> str:
         env=scrubbed_env(home=ctx.home, extra={"PATH": ctx.path} if ctx.path else None),
         timeout=ctx.timeout_s,
         output_limit=ctx.output_limit,
-        sandbox=ctx.sandbox,
-        writable=[ctx.root, ctx.home],
+        confinement=ctx.confinement,
     )
     if result.timed_out:
         head = f"timed out after {ctx.timeout_s:g}s (the command and its children were killed)"

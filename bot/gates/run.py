@@ -1,14 +1,18 @@
-"""Running gates: each command in the story's worktree, scrubbed environment, timeout, group kill."""
+"""Running gates: each command in the story's worktree, sandboxed, scrubbed environment, timeout, group kill.
+
+Gates run the repository's own commands (its test suite, its Makefile, a story's
+`verification:`): untrusted code, confined like an agent's commands (no network).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Literal
 
 from bot.gates.annotations import Annotation, parse_any
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
+from bot.workspace.jail import Confinement
 from bot.workspace.process import run_process
 
 GateStarted = Callable[[GateSpec], Awaitable[object]]
@@ -22,18 +26,17 @@ async def run_gate(
     env: dict[str, str],
     default_timeout: float,
     attempt: int,
-    sandbox: Literal["auto", "none"] = "none",
+    confinement: Confinement | None,
     output_limit: int = 200_000,
 ) -> tuple[GateResult, list[Annotation]]:
-    """Run one gate; its result and the annotations parsed from its output."""
+    """Run one gate in its confinement; its result and the annotations parsed from its output."""
     proc = await run_process(
         spec.command,
         cwd=cwd,
         env=env,
         timeout=spec.timeout_seconds or default_timeout,
         output_limit=output_limit,
-        sandbox=sandbox,
-        writable=[cwd, Path(env.get("HOME", str(cwd)))],
+        confinement=confinement,
     )
     result = GateResult(
         name=spec.name,
@@ -57,14 +60,19 @@ async def run_gates(
     attempt: int,
     started: GateStarted,
     finished: GateFinished,
-    sandbox: Literal["auto", "none"] = "none",
+    confinement: Confinement | None,
 ) -> list[GateResult]:
     """Run every gate in order (all of them, so the agent sees every failure at once)."""
     results = []
     for spec in specs:
         handle = await started(spec)
         result, annotations = await run_gate(
-            spec, cwd=cwd, env=env, default_timeout=default_timeout, attempt=attempt, sandbox=sandbox
+            spec,
+            cwd=cwd,
+            env=env,
+            default_timeout=default_timeout,
+            attempt=attempt,
+            confinement=confinement,
         )
         await finished(spec, handle, result, annotations)
         results.append(result)

@@ -30,6 +30,7 @@ from bot.github.models import (
 )
 from bot.github.port import PERMISSIONS, Permission
 from bot.github.throttle import Throttle
+from bot.redaction import redact, register_secret
 
 __all__ = ["API_VERSION", "GitHubKitPort", "split_repo", "translate"]
 
@@ -107,7 +108,12 @@ class GitHubKitPort(PullsAndChecks):
         await self._pace()
         with github_errors(f"open an issue in {repo}"):
             resp = await self._github.rest.issues.async_create(
-                owner, name, title=title, body=body, labels=list(labels), headers=self._headers
+                owner,
+                name,
+                title=redact(title),
+                body=redact(body),
+                labels=list(labels),
+                headers=self._headers,
             )
         return Issue.from_api(json_object(resp))
 
@@ -140,7 +146,7 @@ class GitHubKitPort(PullsAndChecks):
         await self._pace()
         with github_errors(f"comment on {repo}#{number}"):
             resp = await self._github.rest.issues.async_create_comment(
-                owner, name, number, body=body, headers=self._headers
+                owner, name, number, body=redact(body), headers=self._headers
             )
         return Comment.from_api(json_object(resp))
 
@@ -149,7 +155,7 @@ class GitHubKitPort(PullsAndChecks):
         await self._pace()
         with github_errors(f"edit comment {comment_id} in {repo}"):
             resp = await self._github.rest.issues.async_update_comment(
-                owner, name, comment_id, body=body, headers=self._headers
+                owner, name, comment_id, body=redact(body), headers=self._headers
             )
         return Comment.from_api(json_object(resp))
 
@@ -293,4 +299,5 @@ class GitHubKitPort(PullsAndChecks):
         data: Any = resp.json()
         expires = datetime.fromisoformat(str(data["expires_at"]).replace("Z", "+00:00"))
         self._token = (str(data["token"]), expires)
+        register_secret(self._token[0])
         return self._token[0]

@@ -16,6 +16,7 @@ from bot.github.client_base import (
     split_repo,
 )
 from bot.github.models import CheckRun, PullCommit, PullRequest, ReviewComment
+from bot.redaction import redact, redact_value
 
 
 class PullsAndChecks:
@@ -51,7 +52,7 @@ class PullsAndChecks:
             conclusion=conclusion,
             external_id=external_id,
             details_url=details_url,
-            output=dict(output) if output is not None else None,
+            output=redact_value(dict(output)) if output is not None else None,
             actions=[dict(action) for action in actions] if actions is not None else None,
         )
         await self._pace()
@@ -79,7 +80,7 @@ class PullsAndChecks:
             conclusion=conclusion,
             external_id=external_id,
             details_url=details_url,
-            output=dict(output) if output is not None else None,
+            output=redact_value(dict(output)) if output is not None else None,
             actions=[dict(action) for action in actions] if actions is not None else None,
         )
         await self._pace()
@@ -129,7 +130,14 @@ class PullsAndChecks:
         await self._pace()
         with github_errors(f"open a pull request from {head} into {base} in {repo}"):
             resp = await self._github.rest.pulls.async_create(
-                owner, name, title=title, body=body, head=head, base=base, draft=draft, headers=self._headers
+                owner,
+                name,
+                title=redact(title),
+                body=redact(body),
+                head=head,
+                base=base,
+                draft=draft,
+                headers=self._headers,
             )
         return PullRequest.from_api(json_object(resp))
 
@@ -144,7 +152,12 @@ class PullsAndChecks:
         state: str | None = None,
     ) -> PullRequest:
         owner, name = split_repo(repo)
-        changes = drop_none(title=title, body=body, base=base, state=state)
+        changes = drop_none(
+            title=redact(title) if title else title,
+            body=redact(body) if body else body,
+            base=base,
+            state=state,
+        )
         await self._pace()
         with github_errors(f"edit pull request {repo}#{number}"):
             resp = await self._github.rest.pulls.async_update(

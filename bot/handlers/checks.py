@@ -68,7 +68,7 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     """Run one gate again on the commit its check run was about."""
     from bot.gates.run import run_gate
     from bot.handlers.execution import build_run
-    from bot.orchestration.story import gate_specs, tool_env
+    from bot.orchestration.story import gate_confinement, gate_specs, tool_env
     from bot.workspace.worktree import Worktree, add_worktree, remove_worktree
 
     data = job.payload
@@ -103,7 +103,7 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
             env=tool_env(run, home),
             default_timeout=run.config.gates.timeout_seconds,
             attempt=1,
-            sandbox=run.config.agent.sandbox,
+            confinement=await gate_confinement(run, worktree, home),
         )
         await run.reporter.gate_finished(
             handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=sha

@@ -89,6 +89,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         parallel_cap=services.extras.get("story_cap"),
         reflection_llm=reflection_llm,
         story_runner=story_runner,
+        sandbox=services.sandbox_policy(),
     )
 
 

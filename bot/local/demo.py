@@ -10,11 +10,12 @@ can look at the branches.
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-import bot
+from bot.local import demo_agent
 from bot.local.render import EXAMPLE_AGENT_NOTE
 from bot.local.runner import LocalContext, RunRequest, start_run
 from bot.workspace.git import git_env, run_git
@@ -73,17 +74,16 @@ stories:
 """
 
 
-def demo_config(python: str) -> str:
+def demo_config(python: str, agent: Path) -> str:
     """The demo repository's `.github/plan-cascade.yml`: the example agent and real gates."""
-    root = shlex.quote(str(Path(bot.__file__).resolve().parents[1]))
+    script = shlex.quote(str(agent))
     py = shlex.quote(python)
     return f"""\
 # Plan Cascade demo: the agent is an EXAMPLE AGENT (canned changes, not an AI).
 agent:
   default: example
   commands:
-    example: "PYTHONPATH={root} {py} -m bot.local.demo_agent {{story_id}} {{worktree}}"
-  sandbox: none
+    example: "{py} {script} {{story_id}} {{worktree}}"
 gates:
   detect: false
   max_retries: 1
@@ -97,9 +97,9 @@ execution:
 """
 
 
-async def create_sample_repo(root: Path, *, python: str) -> None:
+async def create_sample_repo(root: Path, *, python: str, agent: Path) -> None:
     """A git repository at `root` on `main`: the package, its README, a test and the config."""
-    files = {**FILES, ".github/plan-cascade.yml": demo_config(python)}
+    files = {**FILES, ".github/plan-cascade.yml": demo_config(python, agent)}
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
@@ -120,7 +120,12 @@ async def run_demo(ctx: LocalContext, *, parent: Path | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="plan-cascade-demo-", dir=parent))
     root = base / "textkit"
     root.mkdir()
-    await create_sample_repo(root, python=sys.executable)
+    # The example agent is copied beside the repository: agents run sandboxed and see only
+    # their worktree, system directories and their own program's directory.
+    agent = base / "tools" / "demo_agent.py"
+    agent.parent.mkdir()
+    shutil.copyfile(demo_agent.__file__, agent)
+    await create_sample_repo(root, python=sys.executable, agent=agent)
     prd = base / "prd.yaml"
     prd.write_text(PRD_YAML)
     console = ctx.console
@@ -128,7 +133,9 @@ async def run_demo(ctx: LocalContext, *, parent: Path | None = None) -> int:
     console.print(f"[bold yellow]{EXAMPLE_AGENT_NOTE}[/bold yellow]", highlight=False)
     console.print("gates that really run: compile (python -m compileall), readme, each story's verification")
     tool_path = f"{Path(sys.executable).parent}:{SAFE_PATH}"
-    demo_ctx = LocalContext(console=console, ask=None, llm_for=None, data_root=None, tool_path=tool_path)
+    demo_ctx = LocalContext(
+        console=console, ask=None, llm_for=None, data_root=None, tool_path=tool_path, sandbox=ctx.sandbox
+    )
     code = await start_run(RunRequest(repo=root, prd_file=prd, yes=True), demo_ctx)
     console.print(f"demo repository: {root}", soft_wrap=True)
     console.print(f"the PRD: {prd}", soft_wrap=True)

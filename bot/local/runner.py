@@ -16,7 +16,7 @@ import hashlib
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,8 @@ from bot.state import (
     new_plan,
     scope_for,
 )
+from bot.workspace.jail import Sandbox
+from bot.workspace.reaper import ProcessRegistry
 
 LLMFor = Callable[[RepoConfig | None, str | None], Any]
 INTERRUPTED = 130
@@ -61,6 +63,8 @@ class LocalContext:
     tool_path: str | None = None
     """PATH of agents and gates (PLAN_CASCADE_TOOL_PATH); None keeps the safe default."""
     clock: Callable[[], datetime] = utcnow
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox(mode="auto"))
+    """PLAN_CASCADE_SANDBOX for local runs: `auto` unless set (sandboxed when bubblewrap works)."""
 
 
 @dataclass
@@ -284,6 +288,8 @@ async def drive(record: LocalRun, *, config: RepoConfig, store: RunStore, ctx: L
 
     reporter = LocalReporter(store, record, console=ctx.console, clock=ctx.clock)
     publisher = LocalPublisher(repo=Path(record.repo))
+    registry = ProcessRegistry(store.root / "run" / "processes")
+    registry.kill_leftovers()  # an interrupted run's processes, before its worktrees come back
     run = Run(
         state=record.state,
         config=config,
@@ -298,6 +304,7 @@ async def drive(record: LocalRun, *, config: RepoConfig, store: RunStore, ctx: L
         push=False,
         tool_path=record.tool_path,
         clock=ctx.clock,
+        sandbox=replace(ctx.sandbox, registry=registry),
     )
     interrupted = False
     with _cancel_on_sigterm(), reporter.showing():

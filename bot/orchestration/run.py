@@ -17,6 +17,7 @@ from bot.db.queue import utcnow
 from bot.errors import StalePlan, StateError
 from bot.repoconfig import RepoConfig
 from bot.state import PlanState, PlanStatus, totals, update_story
+from bot.workspace.jail import Sandbox
 from bot.workspace.mirror import Mirror
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class Run:
     parallel_cap: asyncio.Semaphore | None = None
     budget_note: str | None = None
     reflection_llm: Any = None  # an LLM for the reflection step after failures; None skips it
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    """The operator's sandbox policy for every agent, gate and setup command of the run."""
     # Runs one story elsewhere (e.g. a GitHub Actions runner) instead of `run_story`:
     # `story_runner(run, story_id, base_ref)` must leave the story passed or failed.
     story_runner: Callable[[Run, str, str], Awaitable[None]] | None = None

@@ -18,6 +18,8 @@ from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
 from bot.plan import Story
 from bot.state import StoryStatus
+from bot.workspace.jail import Confinement
+from bot.workspace.policy import policy_violations, protected_paths, revert, violation_feedback
 from bot.workspace.process import scrubbed_env
 from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree
 
@@ -27,6 +29,16 @@ log = logging.getLogger(__name__)
 def tool_env(run: Run, home: Path) -> dict[str, str]:
     """The scrubbed environment agents and gates run with (no token, no key)."""
     return scrubbed_env(home=home, extra={"PATH": run.tool_path} if run.tool_path else None)
+
+
+async def gate_confinement(run: Run, wt: Worktree, home: Path) -> Confinement:
+    """Where a gate runs: the run's sandbox, no network, `.git` and denied paths read-only."""
+    return run.sandbox.confinement(
+        worktree=wt.path,
+        home=home,
+        repo_setting=run.config.agent.sandbox,
+        readonly=await protected_paths(wt, run.config.paths.deny),
+    )
 
 
 def gate_specs(run: Run, story: Story, root: Path) -> list[GateSpec]:
@@ -118,6 +130,20 @@ async def _attempts(
         phase: Phase = first_phase if attempt == 1 else "retry"
         await run.story(story.id, attempts=attempt)
         result = await _run_agent(run, story, wt, home, phase=phase, feedback=feedback, attempt=attempt)
+        violations = await policy_violations(wt, deny=run.config.paths.deny)
+        if violations:
+            log.warning("%s changed protected paths, undone: %s", story.id, ", ".join(violations))
+            await revert(wt, violations)
+            feedback = violation_feedback(violations)
+            if attempt < max_attempts:
+                continue
+            await run.story(
+                story.id,
+                important=True,
+                status=StoryStatus.FAILED,
+                reason="the agent changed paths it may not change: " + ", ".join(violations[:10]),
+            )
+            return
         sha = await commit_all(
             wt,
             message=f"{story.id}: {story.title}",
@@ -202,7 +228,9 @@ async def _run_agent(
         feedback=feedback,
         deny=list(run.config.paths.deny),
         limits=run.config.agent.limits,
-        sandbox=run.config.agent.sandbox,
+        sandbox=run.sandbox,
+        sandbox_setting=run.config.agent.sandbox,
+        protected=await protected_paths(wt, run.config.paths.deny),
         transcript_path=transcript,
         path=run.tool_path,
     )
@@ -244,7 +272,7 @@ async def _gates(
         attempt=attempt,
         started=started,
         finished=finished,
-        sandbox=run.config.agent.sandbox,
+        confinement=await gate_confinement(run, wt, home),
     )
 
 

@@ -15,7 +15,7 @@ from bot.gates.report import GateResult
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch, story_branch
 from bot.state import StoryStatus
-from bot.workspace.worktree import add_worktree, head_sha, merge_branches, remove_worktree
+from bot.workspace.worktree import Worktree, add_worktree, head_sha, merge_branches, remove_worktree
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ async def merge_batch(
         if push is not None and merged and not await push(head):
             return BatchOutcome(branch=branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
         if run.config.gates.integration and merged:
-            integration = await _integration_gates(run, wt.path, head, batch)
+            integration = await _integration_gates(run, wt, head, batch)
         return BatchOutcome(
             branch=branch, head_sha=head, merged=merged, failed=failed, integration=integration
         )
@@ -125,11 +125,12 @@ async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str
     return run.state.stories[story_id].status == StoryStatus.PASSED
 
 
-async def _integration_gates(run: Run, root, head: str, batch: int) -> list[GateResult]:  # type: ignore[no-untyped-def]
+async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> list[GateResult]:
     from bot.gates.detect import GateSpec
     from bot.gates.run import run_gates
-    from bot.orchestration.story import gate_specs, tool_env
+    from bot.orchestration.story import gate_confinement, gate_specs, tool_env
 
+    root = wt.path
     specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
     home = run.work_root / f".home-batch-{batch}"
     home.mkdir(parents=True, exist_ok=True)
@@ -151,5 +152,5 @@ async def _integration_gates(run: Run, root, head: str, batch: int) -> list[Gate
         attempt=1,
         started=started,
         finished=finished,
-        sandbox=run.config.agent.sandbox,
+        confinement=await gate_confinement(run, wt, home),
     )

@@ -5,8 +5,9 @@ or changes process-wide state, so many worktrees can be used at once.
 """
 
 from bot.workspace.git import GitResult, PushRejected, git_env, redact, run_git
+from bot.workspace.jail import Confinement, Sandbox, SandboxUnavailable, bwrap_problem
 from bot.workspace.mirror import Mirror, mirror_slug
-from bot.workspace.process import ProcessResult, bubblewrap_available, run_process, scrubbed_env
+from bot.workspace.process import ProcessResult, run_process, scrubbed_env
 from bot.workspace.sandbox import is_denied, resolve_path
 from bot.workspace.worktree import (
     MergeOutcome,
@@ -20,14 +21,17 @@ from bot.workspace.worktree import (
 )
 
 __all__ = [
+    "Confinement",
     "GitResult",
     "MergeOutcome",
     "Mirror",
     "ProcessResult",
     "PushRejected",
+    "Sandbox",
+    "SandboxUnavailable",
     "Worktree",
     "add_worktree",
-    "bubblewrap_available",
+    "bwrap_problem",
     "changed_files",
     "commit_all",
     "git_env",

@@ -26,6 +26,15 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_HOME = "/nonexistent"
 """HOME used when the caller's ``base`` does not provide one; git copes with a missing HOME."""
 
+HARDENING = (
+    "-c", "core.fsmonitor=false",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.untrackedCache=false",
+    "-c", "credential.helper=",
+    "-c", "protocol.ext.allow=never",
+)  # fmt: skip
+"""Options on every git call: nothing a repository or an agent wrote makes our git run a program."""
+
 STDERR_TAIL = 2000
 """How many characters of stderr an error message keeps (the end, where git explains)."""
 
@@ -130,6 +139,7 @@ async def run_git(
     """
     proc = await asyncio.create_subprocess_exec(
         "git",
+        *HARDENING,
         *args,
         cwd=cwd,
         env=dict(env),

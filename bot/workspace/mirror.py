@@ -21,6 +21,23 @@ from bot.errors import WorkspaceError
 from bot.workspace.git import GitResult, PushRejected, failure_message, git_env, run_git
 
 TokenProvider = Callable[[], Awaitable[str | None]]
+FETCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
+MIRROR_CONFIG_KEYS = frozenset(
+    {
+        "core.repositoryformatversion",
+        "core.filemode",
+        "core.bare",
+        "core.ignorecase",
+        "core.precomposeunicode",
+        "core.symlinks",
+        "core.logallrefupdates",
+        "extensions.objectformat",
+        "remote.origin.url",
+        "remote.origin.fetch",
+        "user.useconfigonly",
+    }
+)
+"""What `git clone --bare` and the bot write into a mirror's config; anything else is foreign."""
 
 
 def mirror_slug(clone_url: str) -> str:
@@ -60,11 +77,39 @@ class Mirror:
         return git_env(base={**self._base_env, **(extra or {})})
 
     async def remote_env(self) -> dict[str, str]:
-        """Env for git commands that talk to the remote: with the token for https URLs."""
+        """Env for git commands that talk to the remote: with the token for https URLs.
+
+        The mirror's config is checked first: a remote call (which carries the token) is never
+        made with a config that someone other than the bot changed.
+        """
+        if self.exists():
+            await self.verify_config()
         token = None
         if self._token_provider is not None and urlsplit(self.clone_url).scheme == "https":
             token = await self._token_provider()
         return git_env(token=token, base=self._base_env)
+
+    async def verify_config(self) -> None:
+        """Refuse to go on when the mirror's config holds anything the bot did not put there."""
+        result = await run_git(["config", "--file", "config", "--list"], cwd=self.path, env=self.local_env())
+        problems = []
+        fetch = []
+        for line in result.stdout.splitlines():
+            key, _, value = line.partition("=")
+            key = key.lower()
+            if key == "remote.origin.url" and value != self.clone_url:
+                problems.append(f"remote.origin.url is {value!r}")
+            elif key == "remote.origin.fetch":
+                fetch.append(value)
+            elif key not in MIRROR_CONFIG_KEYS:
+                problems.append(key)
+        if fetch not in ([], [FETCH_REFSPEC]):
+            problems.append(f"remote.origin.fetch is {fetch}")
+        if problems:
+            raise WorkspaceError(
+                f"the config of mirror {self.path.name} was changed outside the bot ({', '.join(problems)}): "
+                "no fetch or push is made with it; delete the mirror directory to rebuild it"
+            )
 
     async def git(self, *args: str, check: bool = True, remote: bool = False) -> GitResult:
         """Run git inside the mirror; ``remote`` adds the token for commands that reach the remote."""
@@ -91,7 +136,7 @@ class Mirror:
                 ["clone", "--bare", "--", self.clone_url, str(staging)], cwd=self.path.parent, env=env
             )
             for key, value in (
-                ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+                ("remote.origin.fetch", FETCH_REFSPEC),
                 ("user.useConfigOnly", "true"),
             ):
                 await run_git(["config", "--local", key, value], cwd=staging, env=self.local_env())

@@ -4,27 +4,26 @@ Each command gets ``start_new_session=True``, so it leads its own process group.
 timeout, on cancellation, and after the command exits (background children left behind
 are orphans), the whole group is killed with ``SIGKILL`` and the leader reaped.
 
-With ``sandbox="auto"`` and bubblewrap usable, the command runs inside ``bwrap`` with a
-read-only root, a private ``/tmp``, no network and its own pid namespace (so even a child
-that called ``setsid`` dies with the sandbox). Without bubblewrap the command runs
-unsandboxed; the caller checks :func:`bubblewrap_available` and logs that.
+A :class:`~bot.workspace.jail.Confinement` says how: inside bubblewrap (its own namespaces,
+nothing of the server visible; see `bot.workspace.jail`) or not, and where the process group
+is recorded so a bot killed with SIGKILL can kill it at its next start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import functools
 import os
-import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from bot.workspace.jail import Confinement
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 """PATH of a scrubbed env. Deliberately without the bot's own virtualenv: commands run the
@@ -51,44 +50,23 @@ class ProcessResult(BaseModel):
     duration_s: float = Field(description="Wall-clock seconds from start to the last byte of output.")
 
 
-def scrubbed_env(*, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def scrubbed_env(
+    *, home: Path, extra: Mapping[str, str] | None = None, passthrough: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """An environment with nothing from ``os.environ``: safe PATH, HOME, UTF-8 locale, dumb TERM.
 
     ``extra`` adds or overrides variables; a name containing TOKEN, KEY, SECRET or PASSWORD
     raises :class:`ValueError` so no credential reaches a tool command by accident.
+    ``passthrough`` is the operator's explicit allow-list for external agents
+    (``PLAN_CASCADE_AGENT_ENV``): added as is, visible to that agent.
     """
     env = {"PATH": SAFE_PATH, "HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb"}
     for name, value in (extra or {}).items():
         if any(marker in name.upper() for marker in SECRET_MARKERS):
             raise ValueError(f"refusing to pass {name!r} to a tool command: it looks like a secret")
         env[name] = value
+    env.update(passthrough or {})
     return env
-
-
-@functools.cache
-def bubblewrap_available() -> bool:
-    """True when ``bwrap`` is installed and can actually build a sandbox here (probed once)."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return False
-    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net"]
-    probe += ["--unshare-pid", "--die-with-parent", "--new-session", "--", "/bin/true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, timeout=10, check=False, env={"PATH": SAFE_PATH})
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-def bwrap_argv(argv: Sequence[str], *, cwd: Path, writable: Sequence[Path]) -> list[str]:
-    """Wrap ``argv`` in a bubblewrap sandbox: read-only root, writable ``writable``, no network."""
-    wrapped = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]  # noqa: S108
-    if not any(cwd.is_relative_to(path) for path in writable):  # the private /tmp may hide cwd
-        wrapped += ["--ro-bind", str(cwd), str(cwd)]
-    for path in writable:
-        wrapped += ["--bind", str(path), str(path)]
-    wrapped += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
-    return [*wrapped, "--chdir", str(cwd), "--", *argv]
 
 
 async def kill_process_group(proc: asyncio.subprocess.Process) -> None:
@@ -175,15 +153,19 @@ async def run_process(
     env: Mapping[str, str],
     timeout: float,  # noqa: ASYNC109 - a timeout is a result (timed_out), not an exception
     output_limit: int = 20000,
-    sandbox: Literal["auto", "none"] = "none",
-    writable: Sequence[Path] = (),
+    confinement: Confinement | None = None,
 ) -> ProcessResult:
-    """Run ``command`` (a string goes through ``/bin/bash -c``) in ``cwd`` with exactly ``env``."""
+    """Run ``command`` (a string goes through ``/bin/bash -c``) in ``cwd`` with exactly ``env``.
+
+    With a confinement that is confined, the command runs in bubblewrap (which gets ``env``
+    and passes it on); its process group is recorded in the confinement's registry while it runs.
+    """
     if output_limit < 0:
         raise ValueError("output_limit must be >= 0")
     argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
-    if sandbox == "auto" and await asyncio.to_thread(bubblewrap_available):
-        argv = bwrap_argv(argv, cwd=cwd, writable=writable)
+    if confinement is not None:
+        argv = confinement.argv(argv, cwd=cwd, env=env)
+    registry = confinement.registry if confinement is not None else None
     capture = _Capture(output_limit)
     started = time.monotonic()
     write_fd, reader, out = await _open_output()
@@ -216,6 +198,8 @@ async def run_process(
         raise
     finally:
         os.close(write_fd)
+    if registry is not None:
+        registry.record(proc.pid)
     pump = asyncio.ensure_future(_pump(reader, capture))
     timed_out = False
     try:
@@ -227,6 +211,8 @@ async def run_process(
         timed_out = True
     finally:
         await _finish(proc, pump, out)
+        if registry is not None:
+            registry.forget(proc.pid)
     output, truncated = capture.result()
     return ProcessResult(
         exit_code=None if timed_out else proc.returncode,

@@ -2,6 +2,10 @@
 
 Commits and merges use the identity passed in (``GIT_AUTHOR_*``/``GIT_COMMITTER_*``),
 never the host's git config; the mirror sets ``user.useConfigOnly`` so git never guesses.
+
+A worktree is agent-writable, its ``.git`` file included. The bot's git therefore never
+reads that file: every command names the worktree's git dir inside the mirror (found from
+the mirror's own records) and the work tree explicitly.
 """
 
 from __future__ import annotations
@@ -18,6 +22,24 @@ from bot.workspace.git import GitResult, run_git
 from bot.workspace.mirror import Mirror
 
 
+def admin_dir(mirror: Mirror, path: Path) -> Path | None:
+    """The mirror's directory for the worktree at ``path`` (``<mirror>/worktrees/<id>``), if any."""
+    wanted = str(path / ".git")
+    root = mirror.path / "worktrees"
+    for entry in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            if (entry / "gitdir").read_text().strip() == wanted:
+                return entry
+        except OSError:
+            continue
+    return None
+
+
+def git_file(admin: Path) -> str:
+    """What the worktree's ``.git`` file must say."""
+    return f"gitdir: {admin}\n"
+
+
 @dataclass(frozen=True)
 class Worktree:
     """A checkout of ``branch`` at ``path``, sharing the objects of ``mirror``."""
@@ -25,6 +47,14 @@ class Worktree:
     path: Path
     branch: str
     mirror: Mirror
+
+    @property
+    def admin(self) -> Path:
+        """The worktree's git dir in the mirror (raises when the mirror does not know the worktree)."""
+        found = admin_dir(self.mirror, self.path)
+        if found is None:
+            raise WorkspaceError(f"{self.path} is not a worktree of mirror {self.mirror.path.name}")
+        return found
 
     async def git(self, *args: str, check: bool = True, identity: tuple[str, str] | None = None) -> GitResult:
         """Run a local git command in the worktree, optionally as ``(name, email)``."""
@@ -37,7 +67,8 @@ class Worktree:
                 "GIT_COMMITTER_NAME": name,
                 "GIT_COMMITTER_EMAIL": email,
             }
-        return await run_git(args, cwd=self.path, env=self.mirror.local_env(extra), check=check)
+        explicit = ("--git-dir", str(self.admin), "--work-tree", str(self.path))
+        return await run_git([*explicit, *args], cwd=self.path, env=self.mirror.local_env(extra), check=check)
 
 
 class MergeOutcome(BaseModel):
@@ -51,8 +82,14 @@ class MergeOutcome(BaseModel):
 
 
 async def _current_branch(path: Path, mirror: Mirror) -> str | None:
+    admin = admin_dir(mirror, path)
+    if admin is None:
+        return None
     result = await run_git(
-        ["symbolic-ref", "--short", "-q", "HEAD"], cwd=path, env=mirror.local_env(), check=False
+        ["--git-dir", str(admin), "symbolic-ref", "--short", "-q", "HEAD"],
+        cwd=mirror.path,
+        env=mirror.local_env(),
+        check=False,
     )
     return result.stdout.strip() or None
 

@@ -58,7 +58,6 @@ def make_task(worktree: Path, home: Path, tmp_path: Path) -> MakeTask:
             "home": home,
             "prompt": "Change the greeting in src/app.py to v2.",
             "deny": [".github/workflows/**"],
-            "sandbox": "none",
             "transcript_path": tmp_path / "transcripts" / "STORY-001.jsonl",
         }
         limits = overrides.pop("limits", {})

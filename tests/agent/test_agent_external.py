@@ -11,6 +11,7 @@ import pytest
 from bot.agent import CommandAgent, load_transcript, preset_agent
 from bot.errors import AgentError
 from tests.agent.agent_builders import MakeTask
+from tests.processes import live_with_arg, unique_sleep
 
 
 def script(tmp_path: Path, body: str) -> Path:
@@ -66,8 +67,8 @@ async def test_a_non_zero_exit_fails_with_the_code_and_the_output_tail(
 async def test_an_agent_past_its_time_limit_is_killed_with_its_children(
     make_task: MakeTask, tmp_path: Path
 ) -> None:
-    pid_file = tmp_path / "child.pid"
-    agent_sh = script(tmp_path, f"sleep 300 &\necho $! > {pid_file}\necho working\nsleep 300\n")
+    duration = unique_sleep()
+    agent_sh = script(tmp_path, f"sleep {duration} &\necho working\nsleep {duration}\n")
     result = await CommandAgent("slow", str(agent_sh), binary=None).run(
         make_task(limits={"max_wall_seconds": 1})
     )
@@ -75,12 +76,11 @@ async def test_an_agent_past_its_time_limit_is_killed_with_its_children(
     assert result.status == "limits_exceeded"
     assert result.reason is not None and result.reason.startswith("time limit reached: killed after 1s")
     assert "working" in result.reason
-    child = int(pid_file.read_text())
     for _ in range(100):  # SIGKILL is immediate; reaping by init can take a moment
-        if not _alive(child):
+        if not live_with_arg(duration):
             break
         await asyncio.sleep(0.02)
-    assert not _alive(child), f"background child {child} survived the timeout"
+    assert live_with_arg(duration) == [], "a background child survived the timeout"
 
 
 def _alive(pid: int) -> bool:

@@ -10,14 +10,14 @@ import pytest
 
 from bot.agent import TOOL_SPECS, Submitted, ToolContext, run_tool
 from bot.llm import ToolCall
-from bot.workspace import bubblewrap_available
+from tests.support import bwrap_marker, confined
 
-needs_bwrap = pytest.mark.skipif(not bubblewrap_available(), reason="bubblewrap (bwrap) is not usable here")
+needs_bwrap = bwrap_marker()
 
 
 @pytest.fixture
 def ctx(worktree: Path, home: Path) -> ToolContext:
-    return ToolContext(root=worktree, home=home, deny=(".github/workflows/**",), sandbox="none", timeout_s=10)
+    return ToolContext(root=worktree, home=home, deny=(".github/workflows/**",), timeout_s=10)
 
 
 async def call(ctx: ToolContext, name: str, **arguments: Any) -> str:
@@ -171,7 +171,7 @@ async def test_bash_runs_in_the_worktree_and_reports_the_exit_code(ctx: ToolCont
 
 
 async def test_bash_times_out(worktree: Path, home: Path) -> None:
-    quick = ToolContext(root=worktree, home=home, sandbox="none", timeout_s=0.5)
+    quick = ToolContext(root=worktree, home=home, timeout_s=0.5)
     observation = await call(quick, "bash", command="echo started; sleep 30")
     assert observation.startswith("timed out after 0.5s")
     assert "started" in observation
@@ -184,7 +184,12 @@ async def test_bash_sees_no_secret_of_ours(
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret_token_value")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-key-value")
     assert os.environ["GITHUB_TOKEN"] == "ghs_secret_token_value"
-    box = ToolContext(root=worktree, home=home, sandbox=sandbox, timeout_s=10)  # type: ignore[arg-type]
+    box = ToolContext(
+        root=worktree,
+        home=home,
+        confinement=confined(worktree, home) if sandbox == "auto" else None,
+        timeout_s=10,
+    )
     observation = await call(box, "bash", command="env; tr '\\0' '\\n' < /proc/self/environ; echo HOME=$HOME")
     assert observation.startswith("exit code: 0")
     assert f"HOME={home}" in observation
@@ -196,7 +201,7 @@ async def test_bash_sees_no_secret_of_ours(
 async def test_sandboxed_bash_cannot_write_outside_the_worktree(
     worktree: Path, home: Path, tmp_path: Path
 ) -> None:
-    box = ToolContext(root=worktree, home=home, sandbox="auto", timeout_s=10)
+    box = ToolContext(root=worktree, home=home, confinement=confined(worktree, home), timeout_s=10)
     observation = await call(box, "bash", command=f"echo in > inside.txt; echo out > {tmp_path}/outside.txt")
     assert (worktree / "inside.txt").read_text() == "in\n"
     assert not (tmp_path / "outside.txt").exists()

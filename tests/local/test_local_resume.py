@@ -36,8 +36,9 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_an_interrupted_run_resumes_without_redoing_finished_stories(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], sig: signal.Signals
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sig: signal.Signals, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PLAN_CASCADE_SANDBOX", "off")  # for the in-process `resume` below
     calls, hold, pid_file = tmp_path / "calls.txt", tmp_path / "hold", tmp_path / "agent.pid"
     hold.write_text("x")
     script = agent_script(
@@ -50,6 +51,7 @@ def test_an_interrupted_run_resumes_without_redoing_finished_stories(
     prd_file = tmp_path / "prd.yaml"
     prd_file.write_text(prd([("STORY-001", []), ("STORY-002", ["STORY-001"]), ("STORY-003", ["STORY-002"])]))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLAN_CASCADE_")}
+    env["PLAN_CASCADE_SANDBOX"] = "off"  # the agent's call log and pid file live outside its worktree
     proc = subprocess.Popen(
         [*CLI, "run", "--repo", str(repo), "--prd", str(prd_file), "--yes"],
         cwd=ROOT,

@@ -19,6 +19,13 @@ from tests.local.local_support import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _unconfined(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count agent calls in a file outside the worktree, which the sandbox forbids
+    (containment has its own tests): they run with PLAN_CASCADE_SANDBOX=off."""
+    monkeypatch.setenv("PLAN_CASCADE_SANDBOX", "off")
+
+
 def _counting_agent(tmp: Path, body: str = WRITE_DONE) -> tuple[Path, Path]:
     calls = tmp / "calls.txt"
     return agent_script(tmp, "agent.sh", f'echo "$1" >> {calls}\n' + body), calls

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import signal
 import socket
 import sys
@@ -15,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.workspace import bubblewrap_available, run_process, scrubbed_env
+from bot.workspace import run_process, scrubbed_env
+from tests.processes import live_with_arg, unique_sleep
+from tests.support import bwrap_marker, confined
 
-needs_bwrap = pytest.mark.skipif(not bubblewrap_available(), reason="bubblewrap (bwrap) is not usable here")
+needs_bwrap = bwrap_marker()
 
 
 def live_in_group(pgid: int) -> list[int]:
@@ -37,22 +38,6 @@ def live_in_group(pgid: int) -> list[int]:
     return pids
 
 
-def live_with_arg(arg: str) -> list[int]:
-    """Pids of live processes whose command line contains ``arg`` as a whole argument."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if arg.encode() in argv and state not in ("Z", "X"):
-            pids.append(int(entry.name))
-    return pids
-
-
 async def group_gone(pgid: int) -> list[int]:
     """Survivors of group ``pgid`` after up to 2s: SIGKILL is instant, dying takes a moment."""
     for _ in range(100):
@@ -60,11 +45,6 @@ async def group_gone(pgid: int) -> list[int]:
             return alive
         await asyncio.sleep(0.02)
     return live_in_group(pgid)
-
-
-def unique_sleep() -> str:
-    """A sleep duration nobody else uses, so the test can find its own sleepers."""
-    return f"{random.randint(300, 900)}.{random.randint(1000, 9999)}"
 
 
 @pytest.fixture
@@ -215,7 +195,9 @@ async def test_sandbox_allows_writable_dirs_only(tmp_path: Path, env: dict[str, 
     work = tmp_path / "work"
     work.mkdir()
     command = "echo ok > inside.txt && cat inside.txt; touch ../escape.txt; touch /usr/escape.txt"
-    result = await run_process(command, cwd=work, env=env, timeout=30, sandbox="auto", writable=[work])
+    result = await run_process(
+        command, cwd=work, env=env, timeout=30, confinement=confined(work, tmp_path / "home")
+    )
     assert (work / "inside.txt").read_text() == "ok\n"
     assert not (tmp_path / "escape.txt").exists()
     assert not Path("/usr/escape.txt").exists()
@@ -233,7 +215,8 @@ async def test_sandbox_has_no_network(tmp_path: Path, env: dict[str, str]) -> No
         )
         argv = ["/usr/bin/python3", "-c", script]
         open_net = await run_process(argv, cwd=tmp_path, env=env, timeout=30)
-        sandboxed = await run_process(argv, cwd=tmp_path, env=env, timeout=30, sandbox="auto")
+        box = confined(tmp_path, tmp_path)
+        sandboxed = await run_process(argv, cwd=tmp_path, env=env, timeout=30, confinement=box)
     assert open_net.output == "connected\n"  # the probe can tell
     assert sandboxed.exit_code != 0
     assert "connected" not in sandboxed.output
@@ -243,7 +226,9 @@ async def test_sandbox_has_no_network(tmp_path: Path, env: dict[str, str]) -> No
 async def test_sandbox_timeout_kills_everything_inside(tmp_path: Path, env: dict[str, str]) -> None:
     duration = unique_sleep()
     command = f"setsid sleep {duration} & sleep {duration}"
-    result = await run_process(command, cwd=tmp_path, env=env, timeout=1, sandbox="auto")
+    result = await run_process(
+        command, cwd=tmp_path, env=env, timeout=1, confinement=confined(tmp_path, tmp_path)
+    )
     assert result.timed_out
     for _ in range(50):  # the pid namespace is torn down asynchronously
         if not live_with_arg(duration):

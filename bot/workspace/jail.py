@@ -1,0 +1,210 @@
+"""Confining untrusted processes: agents' commands, CLI agents, gates, setup commands.
+
+Every process the bot starts on code it did not write goes through one `Sandbox` policy,
+set by the operator (`PLAN_CASCADE_SANDBOX`), and one `Confinement` per call. Confined, a
+process runs under bubblewrap with:
+
+- its own user, PID, IPC, UTS, cgroup and network namespaces (no network unless the call
+  allows it), an unprivileged uid/gid (65534) and no capabilities, dying with the bot;
+- read-only system directories (/usr, /bin, /lib*, /sbin, /etc, /opt) and the directories of
+  its tools, a fresh /proc (nothing of the server is visible), a minimal /dev, a private /tmp;
+- its worktree and its HOME read-write; the worktree's `.git` file and existing `paths.deny`
+  matches read-only on top; nothing else: not the data dir, the App's key, the mirrors, other
+  worktrees, the server's HOME or working directory.
+
+The environment is given to bubblewrap itself (never as arguments, which `/proc` shows).
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from bot.errors import WorkspaceError
+from bot.workspace.reaper import ProcessRegistry
+
+SandboxMode = Literal["required", "auto", "off"]
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/sudoers.d")
+"""Host files that stay out of sight even though /etc is visible."""
+NOBODY = 65534
+STRICTNESS: dict[str, int] = {"off": 0, "none": 0, "auto": 1, "required": 2}
+
+
+class SandboxUnavailable(WorkspaceError):
+    """The sandbox is required but bubblewrap cannot build one here: nothing untrusted runs."""
+
+    retryable = False
+
+
+@functools.cache
+def bwrap_problem(bwrap: str) -> str | None:
+    """Why `bwrap` cannot build our sandbox here (None when it can); probed once per path."""
+    found = shutil.which(bwrap)
+    if found is None:
+        return f"bubblewrap ({bwrap}) is not installed"
+    probe = [found, *_namespaces(network=False), *_system_mounts(), "--", "/bin/true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=20, check=False, env={})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap ({found}) did not start: {exc}"
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip()[-300:] or f"exit code {done.returncode}"
+        return f"bubblewrap ({found}) cannot create namespaces here: {why}"
+    return None
+
+
+def _namespaces(*, network: bool) -> list[str]:
+    args = ["--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+    if network:
+        args.append("--share-net")
+    return [*args, "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"]
+
+
+def _system_mounts() -> list[str]:
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        args += ["--ro-bind-try", path, path]
+    for path in MASKED:
+        if Path(path).is_dir():
+            args += ["--tmpfs", path]
+        elif Path(path).exists():
+            args += ["--ro-bind", "/dev/null", path]
+    return [*args, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]  # noqa: S108
+
+
+def _runtime_of(directory: Path) -> list[Path]:
+    """What the programs of a tool directory need besides it: a virtualenv's root and base Python."""
+    found = []
+    venv = directory.resolve().parent
+    config = venv / "pyvenv.cfg"
+    if config.is_file():
+        found.append(venv)
+        for line in config.read_text(errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                found.append(Path(value.strip()).resolve().parent)
+    for program in sorted(directory.glob("python*")) if directory.is_dir() else []:
+        if program.is_symlink():
+            found.append(program.resolve().parent.parent)
+    return found
+
+
+def _under_system(path: Path) -> bool:
+    return any(path == Path(d) or path.is_relative_to(d) for d in SYSTEM_DIRS)
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How one process is started: confined (bubblewrap argv) or not, and recorded either way."""
+
+    confined: bool
+    bwrap: str = "bwrap"
+    worktree: Path | None = None
+    home: Path | None = None
+    network: bool = False
+    readonly: tuple[Path, ...] = ()
+    tools: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    registry: ProcessRegistry | None = None
+
+    def argv(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
+        """`argv` wrapped in bubblewrap (unchanged when not confined)."""
+        if not self.confined:
+            return list(argv)
+        args = [shutil.which(self.bwrap) or self.bwrap, *_namespaces(network=self.network), *_system_mounts()]
+        tools = self._tool_dirs(env)
+        for directory in tools:
+            args += ["--ro-bind", str(directory), str(directory)]
+        for path in self.hidden:  # server paths that would otherwise show through a mounted tree
+            if _under_system(path) or any(path.is_relative_to(t) for t in tools):
+                args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+        for writable in (self.worktree, self.home):
+            if writable is not None:
+                args += ["--bind", str(writable), str(writable)]
+        if self.worktree is not None and not cwd.is_relative_to(self.worktree):
+            args += ["--ro-bind", str(cwd), str(cwd)]
+        for path in self.readonly:
+            if path.exists() or path.is_symlink():
+                args += ["--ro-bind", str(path), str(path)]
+        return [*args, "--chdir", str(cwd), "--", *argv]
+
+    def _tool_dirs(self, env: Mapping[str, str]) -> list[Path]:
+        dirs: list[Path] = []
+        for entry in [*env.get("PATH", "").split(":"), *map(str, self.tools)]:
+            if not entry or not Path(entry).is_absolute():
+                continue
+            candidates = [Path(entry).resolve(), *_runtime_of(Path(entry))]
+            for path in candidates:
+                if path.is_dir() and not _under_system(path):
+                    self._add_tool_dir(dirs, path)
+        return dirs
+
+    def _add_tool_dir(self, dirs: list[Path], path: Path) -> None:
+        if self.worktree is not None and path.is_relative_to(self.worktree):
+            return
+        if any(path == h or path.is_relative_to(h) or h.is_relative_to(path) for h in self.hidden):
+            return  # never mount the data dir (or a parent of it) as a tool dir
+        if path not in dirs and not any(path.is_relative_to(d) for d in dirs):
+            dirs[:] = [d for d in dirs if not d.is_relative_to(path)] + [path]
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The operator's sandbox policy (`PLAN_CASCADE_SANDBOX`), shared by every untrusted process."""
+
+    mode: SandboxMode = "required"
+    bwrap: str = "bwrap"
+    hidden: tuple[Path, ...] = ()
+    """Server paths that must never be visible (the data dir, the key file, the `.env`)."""
+    registry: ProcessRegistry | None = None
+    agent_network: bool = True
+    """External CLI agents may reach the network (their model's API); never builtin agents or gates."""
+    agent_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables handed to external agents (`PLAN_CASCADE_AGENT_ENV`): visible to those agents."""
+
+    def problem(self) -> str | None:
+        """Why bubblewrap cannot confine processes here (None when it can)."""
+        return bwrap_problem(self.bwrap)
+
+    def effective(self, repo_setting: str = "auto") -> SandboxMode:
+        """The operator's floor, tightened (never loosened) by the repository's `agent.sandbox`."""
+        if repo_setting == "required":
+            return "required"
+        return self.mode
+
+    def confinement(
+        self,
+        *,
+        worktree: Path,
+        home: Path,
+        repo_setting: str = "auto",
+        network: bool = False,
+        readonly: Sequence[Path] = (),
+        tools: Sequence[Path] = (),
+    ) -> Confinement:
+        """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run."""
+        mode = self.effective(repo_setting)
+        problem = self.problem() if mode != "off" else None
+        if mode == "required" and problem is not None:
+            raise SandboxUnavailable(
+                f"the sandbox is required (PLAN_CASCADE_SANDBOX=required) but {problem}: install "
+                "bubblewrap (e.g. `apt-get install bubblewrap`) or, on a runner you trust, set "
+                "PLAN_CASCADE_SANDBOX=off"
+            )
+        return Confinement(
+            confined=mode != "off" and problem is None,
+            bwrap=self.bwrap,
+            worktree=worktree,
+            home=home,
+            network=network,
+            readonly=tuple(readonly),
+            tools=tuple(tools),
+            hidden=self.hidden,
+            registry=self.registry,
+        )

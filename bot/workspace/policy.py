@@ -1,0 +1,100 @@
+"""What no agent may change, whatever tool it used: checked after every agent run, for every agent.
+
+The builtin agent's file tools refuse such paths up front, but `bash` and external agents can
+write anything their sandbox lets them. After each run the bot (with its own git, which never
+reads the worktree's `.git` file) lists what changed and refuses:
+
+- anything under a `.git` path component, and a changed `.git` file of the worktree itself;
+- paths matching `paths.deny`;
+- symlinks that point outside the worktree (or anywhere absolute).
+
+Offending changes are reverted before anything is committed; the caller fails the attempt
+with their list (fed back to the agent) and the story when attempts run out.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from bot.workspace.sandbox import is_denied
+from bot.workspace.worktree import Worktree, git_file
+
+
+async def protected_paths(wt: Worktree, deny: Sequence[str]) -> list[Path]:
+    """What the sandbox binds read-only inside the worktree: its `.git` file, tracked deny matches."""
+    found = [wt.path / ".git"]
+    if not deny:
+        return found
+    listed = await wt.git("ls-files", "-z")
+    seen: set[str] = set()
+    for name in listed.stdout.split("\0"):
+        parts = PurePosixPath(name).parts
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            if prefix in seen:
+                break
+            if is_denied(prefix, deny):
+                seen.add(prefix)
+                found.append(wt.path / prefix)
+                break
+    return found
+
+
+async def policy_violations(wt: Worktree, *, deny: Sequence[str]) -> list[str]:
+    """Changed paths the agent must not change (empty when the run kept to the rules)."""
+    problems: list[str] = []
+    link = wt.path / ".git"
+    if link.is_symlink() or not link.is_file() or link.read_text(errors="replace") != git_file(wt.admin):
+        problems.append(".git")
+    status = await wt.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    root = wt.path.resolve()
+    for entry in status.stdout.split("\0"):
+        if len(entry) < 4:
+            continue
+        name = entry[3:]
+        parts = PurePosixPath(name.rstrip("/")).parts
+        full = wt.path / name
+        if any(part.lower() == ".git" for part in parts) or (full.is_dir() and (full / ".git").exists()):
+            problems.append(name)
+        elif is_denied(name.rstrip("/"), deny):
+            problems.append(name)
+        elif full.is_symlink():
+            target = os.readlink(full)
+            if os.path.isabs(target) or not (full.parent / target).resolve().is_relative_to(root):
+                problems.append(f"{name} (a symlink to {target})")
+    return problems
+
+
+async def revert(wt: Worktree, problems: Sequence[str]) -> None:
+    """Undo the offending changes: restore tracked paths, delete new ones, rewrite the `.git` file."""
+    link = wt.path / ".git"
+    for problem in problems:
+        name = problem.split(" (", 1)[0]
+        if name == ".git":
+            if link.is_dir() and not link.is_symlink():
+                shutil.rmtree(link)
+            else:
+                link.unlink(missing_ok=True)
+            link.write_text(git_file(wt.admin))
+            continue
+        tracked = await wt.git("ls-files", "--error-unmatch", "--", name, check=False)
+        full = wt.path / name
+        if tracked.returncode == 0:
+            await wt.git("checkout", "HEAD", "--", name)
+        elif full.is_dir() and not full.is_symlink():
+            shutil.rmtree(full)
+        else:
+            full.unlink(missing_ok=True)
+
+
+def violation_feedback(problems: Sequence[str]) -> str:
+    """What the agent is told when its changes broke the rules."""
+    listed = "\n".join(f"- {p}" for p in problems[:50])
+    return (
+        "Your changes touched paths you may not change, and were undone:\n"
+        f"{listed}\n\nGit metadata (.git), the repository's denied paths (paths.deny) and symlinks "
+        "that lead outside the repository are off limits. Make the change without them."
+    )
