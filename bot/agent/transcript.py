@@ -1,7 +1,8 @@
 """The transcript of one agent run: every message, tool call, observation and usage, as JSON lines.
 
 Records are kept in memory and written once, by :meth:`Transcript.save`, which agents call
-in ``finally`` so a run that crashed still leaves its transcript behind (STYLE.md §9).
+in ``finally`` so a run that crashed still leaves its transcript behind (STYLE.md §9). What is
+written goes through `bot.redaction` like everything else that leaves the bot.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.llm import Message, Usage
+from bot.redaction import redact_value
 
 
 class Transcript:
@@ -39,7 +41,7 @@ class Transcript:
     def save(self) -> Path:
         """Write all records as JSON lines to ``path`` (parents created); return the path."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lines = [json.dumps(record, ensure_ascii=False, default=str) for record in self.records]
+        lines = [json.dumps(redact_value(record), ensure_ascii=False, default=str) for record in self.records]
         self.path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         return self.path
 
