@@ -80,8 +80,9 @@ class Settings(BaseSettings):
     """Seconds between content-creating GitHub calls per installation (GitHub advises at least 1)."""
     log_level: str = Field(default="INFO", validation_alias="PLAN_CASCADE_LOG_LEVEL")
     """Python log level name."""
-    job_lease_seconds: float = Field(default=300, ge=5, validation_alias="PLAN_CASCADE_JOB_LEASE_SECONDS")
-    """How long a claimed job stays claimed without a heartbeat before another worker reclaims it."""
+    job_lease_seconds: float = Field(default=60, ge=5, validation_alias="PLAN_CASCADE_JOB_LEASE_SECONDS")
+    """How long a job stays claimed without a heartbeat (every third of it) before another host reclaims it;
+    a dead worker on the same host is noticed at once."""
     job_max_attempts: int = Field(default=5, ge=1, validation_alias="PLAN_CASCADE_JOB_MAX_ATTEMPTS")
     """Attempts before a failing job is marked dead."""
     sandbox: Literal["required", "auto", "off"] | None = Field(

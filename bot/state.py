@@ -136,6 +136,9 @@ class PlanState(BaseModel):
     )
     note: str | None = Field(default=None, description="A one-line status note shown in the comment.")
     summary_posted: bool = Field(default=False, description="The final summary comment was written.")
+    finished_by: str | None = Field(
+        default=None, description="The execute job that brought the last run to its end (a redone job stops)."
+    )
     children: list[int] = Field(default_factory=list, description="Child issues of an epic (mega plan).")
     created_at: datetime | None = None
     updated_at: datetime | None = None

@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
@@ -20,6 +18,7 @@ import orjson
 from bot.db.queue import ClaimedJob, JobQueue, utcnow
 from bot.errors import PlanCascadeError
 from bot.log import log_context
+from bot.procinfo import process_identity
 from bot.routing import Event, Router
 from bot.services import Services
 from bot.webhook import WEBHOOK_JOB
@@ -54,8 +53,8 @@ class JobKinds:
 
 
 def worker_identity() -> str:
-    """A name unique to this process and worker: host, pid, random suffix."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    """A name unique to this worker: `host:pid:process-start:suffix` (see `bot.procinfo`)."""
+    return f"{process_identity()}:{uuid.uuid4().hex[:6]}"
 
 
 class WorkerPool:
@@ -80,15 +79,38 @@ class WorkerPool:
         self.poll_interval = poll_interval
         self.wake = wake or asyncio.Event()
         self.processed = 0
+        self.reclaim_interval = 15.0
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run the worker loops until `stop` is set; running jobs finish first."""
+        """Run the worker loops until `stop` is set; running jobs finish first.
+
+        First, and then every `reclaim_interval` seconds, jobs whose holder is a dead process of
+        this host (a crashed predecessor) are released at once instead of after their lease.
+        """
+        await self._release_dead()
         loops = [asyncio.create_task(self._loop(worker_identity(), stop)) for _ in range(self.concurrency)]
+        loops.append(asyncio.create_task(self._reclaimer(stop)))
         try:
             await asyncio.gather(*loops)
         finally:
             for task in loops:
                 task.cancel()
+
+    async def _reclaimer(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.reclaim_interval)
+            if not stop.is_set():
+                await self._release_dead()
+
+    async def _release_dead(self) -> None:
+        try:
+            released = await self.queue.release_dead_holders()
+        except Exception:
+            log.exception("looking for jobs of dead workers failed")
+            return
+        if released:
+            self.wake.set()
 
     async def _loop(self, worker_id: str, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -2,7 +2,8 @@
 
 MODE `record`: run a WorkerPool whose `record` jobs append "job group start end pid" lines
 to OUT, until the queue has been empty for a second. MODE `hang`: claim one job, print
-`claimed <id>`, then sleep until killed.
+`claimed <id>`, then sleep until killed; `hang-long` does the same as a real worker with a
+one-hour lease.
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ async def record(db_url: str, out: str) -> None:
     await db.dispose()
 
 
-async def hang(db_url: str) -> None:
+async def hang(db_url: str, *, lease: float = 1, worker: str = "doomed-worker") -> None:
     db = Database(db_url)
-    queue = JobQueue(db, lease_seconds=1)
-    job = await queue.claim("doomed-worker")
+    queue = JobQueue(db, lease_seconds=lease)
+    job = await queue.claim(worker)
     print(f"claimed {job.id if job else None}", flush=True)
     await asyncio.sleep(3600)
 
@@ -69,5 +70,9 @@ if __name__ == "__main__":
     mode, url = sys.argv[1], sys.argv[2]
     if mode == "record":
         asyncio.run(record(url, sys.argv[3]))
+    elif mode == "hang-long":  # a real worker identity and an hour-long lease
+        from bot.worker import worker_identity
+
+        asyncio.run(hang(url, lease=3600, worker=worker_identity()))
     else:
         asyncio.run(hang(url))

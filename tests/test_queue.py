@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.db.engine import Database
-from bot.db.queue import JobQueue, backoff_seconds
+from bot.db.queue import JobQueue, backoff_seconds, utcnow
 from bot.routing import Router
 from bot.services import Services
 from bot.settings import Settings
@@ -144,6 +144,62 @@ async def test_worker_killed_mid_job_has_its_job_reclaimed(tmp_path: Path) -> No
     job = await queue.get(job_id)
     assert job.status == "done" and job.attempts == 2
     await db.dispose()
+
+
+async def test_a_dead_workers_job_is_reclaimed_at_once_not_when_its_lease_ends(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'restart.db'}"
+    db = Database(url)
+    await db.migrate()
+    queue = JobQueue(db, lease_seconds=3600)
+    job_id = await queue.enqueue(kind="work", group_key="o/r#6", payload={})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.queue_worker_script", "hang-long", url],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = await asyncio.to_thread(proc.stdout.readline)
+        assert line.strip() == f"claimed {job_id}"
+        os.kill(proc.pid, signal.SIGKILL)  # the server dies mid-job
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    held = await queue.get(job_id)
+    assert held.status == "running" and held.locked_by.split(":")[1] == str(proc.pid)
+    assert held.lease_until.replace(tzinfo=UTC) > utcnow() + timedelta(minutes=50)  # far from expiring
+    ran: list[int] = []
+    kinds = JobKinds()
+
+    @kinds.register("work")
+    async def _work(job, services) -> None:
+        ran.append(job.id)
+
+    pool = _pool(queue, kinds)  # the restarted server's workers, same lease
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+    await wait_for(lambda: ran == [job_id], timeout=15)
+    stop.set()
+    await task
+    job = await queue.get(job_id)
+    assert job.status == "done" and job.attempts == 2
+    assert (
+        "reclaimed at once" in job.last_error
+        and f":{proc.pid}:" in job.last_error
+        and "died" in job.last_error
+    )
+    await db.dispose()
+
+
+async def test_a_live_workers_job_is_not_reclaimed(sqlite_db: Database) -> None:
+    from bot.worker import worker_identity
+
+    queue = JobQueue(sqlite_db, lease_seconds=3600)
+    job_id = await queue.enqueue(kind="work", group_key="o/r#7", payload={})
+    assert (await queue.claim(worker_identity())).id == job_id
+    assert await queue.release_dead_holders() == []
+    assert await queue.claim("another") is None
 
 
 async def test_jobs_of_one_issue_never_run_at_once(sqlite_db: Database) -> None:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,7 @@ from sqlalchemy.orm import aliased
 
 from bot.db.engine import Database
 from bot.db.models import Job
+from bot.procinfo import dead_holder
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +205,35 @@ class JobQueue:
             created_at=_aware(job.created_at) or now,
             body=job.body,
         )
+
+    async def release_dead_holders(self) -> list[int]:
+        """Expire the leases of running jobs whose holder is a dead process of this host; their ids.
+
+        A restarted server (or any worker) knows its predecessor's jobs are dead (the pid is gone,
+        or belongs to another process now): they are reclaimed at once, not when the lease runs out.
+        """
+        host = socket.gethostname()
+        async with self.db.read() as session:
+            rows = await session.execute(
+                select(Job.id, Job.locked_by).where(Job.status == "running", Job.locked_by.like(f"{host}:%"))
+            )
+            candidates = [(job_id, holder, dead_holder(holder)) for job_id, holder in rows.all()]
+        released = []
+        now = self.clock()
+        for job_id, holder, why in candidates:
+            if why is None:
+                continue
+            note = f"reclaimed at once: its worker {holder} died ({why})"
+            async with self.db.write() as session:
+                done = await session.execute(
+                    update(Job)
+                    .where(Job.id == job_id, Job.status == "running", Job.locked_by == holder)
+                    .values(lease_until=now - timedelta(seconds=1), last_error=note, updated_at=now)
+                )
+            if getattr(done, "rowcount", 0):
+                log.warning("job %s: %s", job_id, note, extra={"job_id": job_id})
+                released.append(job_id)
+        return released
 
     async def heartbeat(self, job_id: int, worker_id: str) -> bool:
         """Extend the lease; False when the job is no longer ours (it was reclaimed)."""

@@ -16,7 +16,7 @@ from typing import Any
 from bot.db.queue import ClaimedJob
 from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.session import Session, session_for_job
-from bot.orchestration.engine import execute
+from bot.orchestration.engine import announce_outcome, execute
 from bot.orchestration.run import Run
 from bot.services import Services
 from bot.state import PlanState, PlanStatus, StoryStatus, transition
@@ -119,6 +119,11 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
         return
     comment = await session.port.get_issue_comment(session.repo, loaded.comment_id)
     run = await build_run(session, loaded.state, loaded.comment_id, comment.html_url)
+    run.job_key = f"job-{job.id}"
+    if loaded.state.finished_by == run.job_key:
+        # This job finished the run before its worker died: say how it ended (once), nothing more.
+        await announce_outcome(run)
+        return
     key = f"{session.repo}#{session.issue}"
     task = asyncio.create_task(execute(run))
     _registry(services)[key] = Running(run, task)

@@ -135,7 +135,7 @@ class LocalReporter:
             Text(f"  ✗ {scope} {gate.name} failed ({why}) in {took}: {tail[-OUTPUT_TAIL:]}", style="red")
         )
 
-    async def message(self, body: str) -> None:
+    async def message(self, body: str, *, key: str | None = None) -> None:
         """The first line of an engine message; its GitHub follow-up commands do not apply here."""
         self.messages.append(body)
         first = next((line for line in body.splitlines() if line.strip()), "")

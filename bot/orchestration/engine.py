@@ -144,13 +144,11 @@ async def _pause_for_budget(run: Run) -> PlanState:
         ),
         important=True,
     )
-    await run.reporter.message(messages.cost_paused(state, run.config.limits.max_cost_usd))
+    await run.say("cost-paused", messages.cost_paused(state, run.config.limits.max_cost_usd))
     return state
 
 
 async def _finish(run: Run) -> PlanState:
-    from bot.rendering import messages
-
     end = outcome(run.state)
     if end == PlanStatus.FAILED:
         from bot.orchestration.reflection import reflect
@@ -163,7 +161,19 @@ async def _finish(run: Run) -> PlanState:
         PlanStatus.AWAITING_APPROVAL: "the approved part is done: approve the rest to continue",
         PlanStatus.FAILED: "some stories failed",
     }[end]
-    state = await run.update(lambda s: transition(s, end, at=run.clock(), note=note), important=True)
-    if end == PlanStatus.FAILED:
-        await run.reporter.message(messages.plan_failed(state))
+    state = await run.update(
+        lambda s: transition(s, end, at=run.clock(), note=note).model_copy(
+            update={"finished_by": run.job_key}
+        ),
+        important=True,
+    )
+    await announce_outcome(run)
     return state
+
+
+async def announce_outcome(run: Run) -> None:
+    """Say how the run ended: once per job, also when a job is redone after a crash."""
+    from bot.rendering import messages
+
+    if run.state.status == PlanStatus.FAILED:
+        await run.say("failed", messages.plan_failed(run.state))

@@ -38,8 +38,11 @@ class Reporter(Protocol):
     ) -> None:
         """A gate ended."""
 
-    async def message(self, body: str) -> None:
-        """Tell the maintainers something (a comment, a line on the terminal)."""
+    async def message(self, body: str, *, key: str | None = None) -> None:
+        """Tell the maintainers something (a comment, a line on the terminal).
+
+        With `key`, the same message is said once: a job redone after a crash says nothing twice.
+        """
 
 
 class Publisher(Protocol):

@@ -146,9 +146,10 @@ async def reflect(run: Run) -> PlanState | None:
     )
     from bot.rendering import messages
 
-    await run.reporter.message(
+    await run.say(
+        "reflection",
         messages.state_refusal(
             "reflection", f"{note}\n\nThe adjusted plan is revision {state.revision}: approve it to continue."
-        )
+        ),
     )
     return state

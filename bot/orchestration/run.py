@@ -68,6 +68,10 @@ class Run:
     # Runs one story elsewhere (e.g. a GitHub Actions runner) instead of `run_story`:
     # `story_runner(run, story_id, base_ref)` must leave the story passed or failed.
     story_runner: Callable[[Run, str, str], Awaitable[None]] | None = None
+    job_key: str | None = None
+    """The execute job driving the run: what it says is said once, however often it is redone."""
+    checkpoint: Callable[[str, str], Awaitable[None]] | None = None
+    """Called at each step boundary (`reached`); tests use it to stop a run as a crash would."""
     superseded: str | None = None
     """Why the run stopped because someone else changed the plan (then it writes nothing more)."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -123,6 +127,16 @@ class Run:
         """Write progress the reporter deferred (nothing once superseded)."""
         if self._unsaved and not self.superseded:
             await self.update(lambda s: s, important=True)
+
+    async def say(self, kind: str, body: str) -> None:
+        """Tell the maintainers something, once per job and kind."""
+        await self.reporter.message(body, key=f"{self.job_key}/{kind}" if self.job_key else None)
+
+    async def reached(self, step: str, subject: str) -> None:
+        """A step boundary: `agent-finished`, `committed`, `pushed`, `gates-running` (per story),
+        `merged`, `opening-pr` (per batch)."""
+        if self.checkpoint is not None:
+            await self.checkpoint(step, subject)
 
     async def story(self, story_id: str, *, important: bool = False, **changes: object) -> PlanState:
         """Change one story's record and save."""

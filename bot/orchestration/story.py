@@ -14,6 +14,7 @@ from bot.errors import AgentError, WorkspaceError
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, failure_feedback
 from bot.gates.run import run_gates
+from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
 from bot.plan import Story
@@ -67,14 +68,18 @@ async def run_story(
     story = run.state.prd.story(story_id)
     record = run.state.stories[story_id]
     branch = story_branch(run.branch_prefix, story_id)
-    resume = record.status == StoryStatus.RUNNING and record.commit is not None and phase == "implementation"
+    interrupted = record.status == StoryStatus.RUNNING and phase == "implementation"
     await run.story(story_id, status=StoryStatus.RUNNING, branch=branch)
     path = run.work_root / story_id.lower()
     home = run.work_root / f".home-{story_id.lower()}"
     home.mkdir(parents=True, exist_ok=True)
     try:
+        done = await committed_work(run, story_id, branch, base_ref) if interrupted else None
+        if done is not None:
+            log.info("%s resumes from its commit %s: the agent does not run again", story_id, done[:12])
+            await run.mirror.git("update-ref", f"refs/heads/{branch}", done)
         worktree = await add_worktree(
-            run.mirror, branch=branch, base_ref=base_ref, path=path, reset=not resume
+            run.mirror, branch=branch, base_ref=base_ref, path=path, reset=done is None
         )
         await _attempts(
             run,
@@ -82,9 +87,11 @@ async def run_story(
             worktree,
             home,
             base_ref,
-            start=record.attempts if resume else 0,
+            # An attempt a crash interrupted before it committed anything is done again.
+            start=max(record.attempts - (done is None), 0) if interrupted else 0,
             first_phase=phase,
             feedback=feedback,
+            committed=done,
         )
     except (WorkspaceError, AgentError) as exc:
         log.warning("story %s failed: %s", story_id, exc.message)
@@ -122,50 +129,66 @@ async def _attempts(
     start: int,
     first_phase: Phase = "implementation",
     feedback: str | None = None,
+    committed: str | None = None,
 ) -> None:
+    """Agent, commit, push, gates; again with the failure fed back, up to `gates.max_retries`.
+
+    With `committed` (a resumed story's existing commit) the first round skips the agent.
+    """
     max_attempts = 1 + run.config.gates.max_retries
     attempt = start
-    while attempt < max_attempts:
-        attempt += 1
-        phase: Phase = first_phase if attempt == 1 else "retry"
-        await run.story(story.id, attempts=attempt)
-        result = await _run_agent(run, story, wt, home, phase=phase, feedback=feedback, attempt=attempt)
-        violations = await policy_violations(wt, deny=run.config.paths.deny)
-        if violations:
-            log.warning("%s changed protected paths, undone: %s", story.id, ", ".join(violations))
-            await revert(wt, violations)
-            feedback = violation_feedback(violations)
-            if attempt < max_attempts:
-                continue
-            await run.story(
-                story.id,
-                important=True,
-                status=StoryStatus.FAILED,
-                reason="the agent changed paths it may not change: " + ", ".join(violations[:10]),
+    while attempt < max_attempts or committed is not None:
+        if committed is not None:
+            attempt = max(attempt, 1)
+            record = run.state.stories[story.id]
+            result = AgentResult(status="finished", summary=record.summary or "", agent=record.agent or "")
+            sha: str | None = committed
+            head = committed
+            committed = None
+        else:
+            attempt += 1
+            phase: Phase = first_phase if attempt == 1 else "retry"
+            await run.story(story.id, attempts=attempt)
+            result = await _run_agent(run, story, wt, home, phase=phase, feedback=feedback, attempt=attempt)
+            await run.reached("agent-finished", story.id)
+            violations = await policy_violations(wt, deny=run.config.paths.deny)
+            if violations:
+                log.warning("%s changed protected paths, undone: %s", story.id, ", ".join(violations))
+                await revert(wt, violations)
+                feedback = violation_feedback(violations)
+                if attempt < max_attempts:
+                    continue
+                await run.story(
+                    story.id,
+                    important=True,
+                    status=StoryStatus.FAILED,
+                    reason="the agent changed paths it may not change: " + ", ".join(violations[:10]),
+                )
+                return
+            sha = await commit_all(
+                wt,
+                message=f"{story.id}: {story.title}",
+                author_name=run.config.agent.author_name,
+                author_email=run.config.agent.author_email,
+                trailers=story_trailers(run, story.id),
             )
-            return
-        sha = await commit_all(
-            wt,
-            message=f"{story.id}: {story.title}",
-            author_name=run.config.agent.author_name,
-            author_email=run.config.agent.author_email,
-            trailers={"Plan-Cascade-Plan": run.state.plan_hash},
-        )
-        head = sha or await head_sha(wt)
-        # Nothing committed now: did any attempt change anything since the base? (asked only then)
-        if sha is None and head == await run.mirror.resolve(base_ref):
-            reason = result.reason if result.status != "finished" else None
-            await run.story(
-                story.id,
-                important=True,
-                status=StoryStatus.FAILED,
-                reason=reason or f"the agent ({result.agent}) changed nothing",
-            )
-            return
-        if sha is not None:
-            await run.story(story.id, commit=head)
-            if run.push:
-                await _push(run, wt.branch)
+            head = sha or await head_sha(wt)
+            # Nothing committed now: did any attempt change anything since the base? (asked only then)
+            if sha is None and head == await run.mirror.resolve(base_ref):
+                reason = result.reason if result.status != "finished" else None
+                await run.story(
+                    story.id,
+                    important=True,
+                    status=StoryStatus.FAILED,
+                    reason=reason or f"the agent ({result.agent}) changed nothing",
+                )
+                return
+            if sha is not None:  # saved before it is pushed: a crash from here on resumes from it
+                await run.story(story.id, important=True, commit=head)
+                await run.reached("committed", story.id)
+        if sha is not None and run.push:
+            await _push(run, wt.branch, head)
+            await run.reached("pushed", story.id)
         results = await _gates(run, story, wt, home, head, attempt)
         failed = [r for r in results if not r.passed]
         if result.status != "finished" and not results:
@@ -253,7 +276,9 @@ async def _gates(
     scope = story.id
 
     async def started(spec: GateSpec) -> object:
-        return await run.reporter.gate_started(scope=scope, gate=spec, head_sha=head, attempt=attempt)
+        handle = await run.reporter.gate_started(scope=scope, gate=spec, head_sha=head, attempt=attempt)
+        await run.reached("gates-running", story.id)
+        return handle
 
     async def finished(spec: GateSpec, handle: object, result: GateResult, annotations: list) -> None:  # type: ignore[type-arg]
         from bot.gates.report import conclusion
@@ -276,7 +301,8 @@ async def _gates(
     )
 
 
-async def _push(run: Run, branch: str) -> None:
-    """Push a story branch: ours alone, so a lease on what the remote has now."""
+async def _push(run: Run, branch: str, head: str) -> None:
+    """Push a story branch (ours alone, so a lease on what the remote has now), unless it is there."""
     remote = await run.mirror.remote_sha(branch)
-    await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+    if remote != head:
+        await run.mirror.push(branch, expected_remote_sha=remote, force=True)

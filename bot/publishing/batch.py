@@ -53,9 +53,14 @@ async def merge_batch(
     branch = batch_branch(run.branch_prefix, batch)
     base = batch_base(run, batch)
     path = run.work_root / f"batch-{batch}"
-    wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=True)
+    done = await _already_merged(run, branch, base, story_ids) if push is not None else None
+    if done is not None:  # a publish redone after a crash: what was merged and pushed stands
+        await run.mirror.git("update-ref", f"refs/heads/{branch}", done)
+    wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=done is None)
     author = (run.config.agent.author_name, run.config.agent.author_email)
     try:
+        if done is not None:
+            return await _finish_merge(run, wt, batch, story_ids, failed={}, push=push)
         outcome = await merge_branches(
             wt,
             [story_branch(run.branch_prefix, sid) for sid in story_ids],
@@ -83,20 +88,46 @@ async def merge_batch(
             reason = "conflicts with the rest of the batch in " + ", ".join(files[:10])
             failed[sid] = reason
             await run.story(sid, important=True, status=StoryStatus.FAILED, reason=reason)
-        integration: list[GateResult] = []
-        head = await head_sha(wt)
-        if push is not None and merged and not await push(head):
-            return BatchOutcome(branch=branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
-        if run.config.gates.integration and merged:
-            integration = await _integration_gates(run, wt, head, batch)
-        return BatchOutcome(
-            branch=branch, head_sha=head, merged=merged, failed=failed, integration=integration
-        )
+        return await _finish_merge(run, wt, batch, merged, failed=failed, push=push)
     finally:
         try:
             await remove_worktree(wt)
         except WorkspaceError as exc:
             log.warning("could not remove batch worktree: %s", exc.message)
+
+
+async def _finish_merge(
+    run: Run, wt: Worktree, batch: int, merged: list[str], *, failed: dict[str, str], push: PushHead | None
+) -> BatchOutcome:
+    """Push the merged head (when publishing), then run the integration gates on it."""
+    integration: list[GateResult] = []
+    head = await head_sha(wt)
+    await run.reached("merged", f"batch-{batch}")
+    if push is not None and merged and not await push(head):
+        return BatchOutcome(branch=wt.branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
+    if run.config.gates.integration and merged:
+        integration = await _integration_gates(run, wt, head, batch)
+    return BatchOutcome(
+        branch=wt.branch, head_sha=head, merged=merged, failed=failed, integration=integration
+    )
+
+
+async def _already_merged(run: Run, branch: str, base: str, story_ids: list[str]) -> str | None:
+    """The remote batch branch, when the bot already merged exactly these stories onto this base."""
+    remote = f"refs/remotes/origin/{branch}"
+    head = await run.mirror.git("rev-parse", "--verify", "--quiet", f"{remote}^{{commit}}", check=False)
+    if head.returncode != 0:
+        return None
+    sha = head.stdout.strip()
+    email = (await run.mirror.git("log", "-1", "--format=%ae", sha)).stdout.strip()
+    if email.lower() != run.config.agent.author_email.lower():
+        return None  # someone else's work: the publisher's hands-off rule decides
+    needed = [base, *(f"refs/heads/{story_branch(run.branch_prefix, sid)}" for sid in story_ids)]
+    for ref in needed:
+        inside = await run.mirror.git("merge-base", "--is-ancestor", ref, sha, check=False)
+        if inside.returncode != 0:
+            return None
+    return sha
 
 
 def _rebased_message(branch: str, *, sid: str, batch: int) -> str:

@@ -110,8 +110,15 @@ class GitHubReporter:
         except GitHubError as exc:
             log.warning("could not complete check run %s: %s", handle, exc.message)
 
-    async def message(self, body: str) -> None:
-        """A comment on the plan's issue."""
+    async def message(self, body: str, *, key: str | None = None) -> None:
+        """A comment on the plan's issue; with `key`, posted only if no comment of ours carries it."""
+        if key is not None:
+            marker = f"<!-- plan-cascade:notice {key} -->"
+            for comment in await self.port.list_issue_comments(self.repo, self.issue):
+                if marker in comment.body:
+                    log.info("message %s was already posted: not again", key)
+                    return
+            body = f"{body.rstrip()}\n{marker}\n"
         await self.port.create_issue_comment(self.repo, self.issue, body=body)
 
 
@@ -163,6 +170,7 @@ class GitHubPublisher:
         )
         title = pr_title(run.state, batch, outcome.merged)
         pr = await self.port.find_pull_request(self.repo, branch, state="open")
+        await run.reached("opening-pr", f"batch-{batch}")
         if pr is None:
             pr = await self.port.create_pull_request(
                 self.repo, title=title, body=body, head=branch, base=base, draft=draft
@@ -206,19 +214,31 @@ class GitHubPublisher:
             f"- {sid}: {run.state.stories[sid].status.value}" for sid in run.state.batches_ids()[batch - 1]
         ]
         lines += [f"- integration `{n}`: {c}" for n, c in integration.items()]
+        output = {
+            "title": f"Batch {batch}: {len(merged)} stories merged"
+            + ("" if ok else f", {len(failed)} missing, {len(bad)} gates failing"),
+            "summary": "\n".join(lines),
+        }
+        verdict = "success" if ok else "failure"
         try:
+            existing = [
+                r
+                for r in await self.port.list_check_runs_for_ref(self.repo, head, check_name="plan-cascade")
+                if r.external_id == f"batch-{batch}"
+            ]
+            if existing:  # a publish redone after a crash updates the check it made
+                await self.port.update_check_run(
+                    self.repo, existing[0].id, status="completed", conclusion=verdict, output=output
+                )
+                return
             await self.port.create_check_run(
                 self.repo,
                 name="plan-cascade",
                 head_sha=head,
                 status="completed",
-                conclusion="success" if ok else "failure",
+                conclusion=verdict,
                 external_id=f"batch-{batch}",
-                output={
-                    "title": f"Batch {batch}: {len(merged)} stories merged"
-                    + ("" if ok else f", {len(failed)} missing, {len(bad)} gates failing"),
-                    "summary": "\n".join(lines),
-                },
+                output=output,
             )
         except GitHubError as exc:
             log.warning("could not create the roll-up check: %s", exc.message)

@@ -38,8 +38,8 @@ class _NoSave:
     async def gate_finished(self, handle: object, **kwargs: Any) -> None:
         await self.inner.gate_finished(handle, **kwargs)
 
-    async def message(self, body: str) -> None:
-        await self.inner.message(body)
+    async def message(self, body: str, *, key: str | None = None) -> None:
+        await self.inner.message(body, key=key)
 
 
 async def review_context(

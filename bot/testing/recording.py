@@ -50,7 +50,7 @@ class RecordingReporter:
             }
         )
 
-    async def message(self, body: str) -> None:
+    async def message(self, body: str, *, key: str | None = None) -> None:
         self.messages.append(body)
 
     async def flush(self) -> None:

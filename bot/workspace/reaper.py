@@ -15,18 +15,9 @@ import os
 import signal
 from pathlib import Path
 
+from bot.procinfo import start_time
+
 log = logging.getLogger(__name__)
-
-
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (None when it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its closing one.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[19])
 
 
 class ProcessRegistry:

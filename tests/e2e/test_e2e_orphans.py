@@ -1,6 +1,7 @@
-"""Processes die with the bot (issue #12, escape 4): the real server is killed with SIGKILL while an
-agent writes into its worktree; nothing of that agent survives, and after the restart only the
-resumed run's work is committed and published."""
+"""Processes die with the bot (issue #12, escape 4) and a restart picks up at once (issue #13): the
+real server is killed with SIGKILL while an agent writes into its worktree; nothing of that agent
+survives, the restarted server reclaims the dead worker's job without waiting for its lease, and
+only the resumed run's work is committed and pushed, once."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def test_an_agent_dies_with_the_server_and_never_writes_into_the_resumed_run(tmp
         f"sleep 0.1{pause}; done\n",
     )
     remote = make_remote(tmp_path)
+    git("config", "core.logAllRefUpdates", "always", cwd=remote)  # count pushes
     fake = FakeGitHub(api_url="http://127.0.0.1/api/v3")
     fake.add_repo(REPO, clone_url=f"file://{remote}")
     fake.set_permission(REPO, "maint", "maintain")
@@ -55,7 +57,8 @@ def test_an_agent_dies_with_the_server_and_never_writes_into_the_resumed_run(tmp
     server = {
         "webhook_secret": WEBHOOK_SECRET,
         "private_key_pem": rsa_private_key_pem(),
-        "extra_env": {"PLAN_CASCADE_JOB_LEASE_SECONDS": "5"},
+        # The default 60 s lease: the restarted server must see that the job's worker died.
+        "extra_env": {},
     }
     with serve(fake) as api:
         with running_server(tmp_path, api_url=api, **server) as (url, proc):  # type: ignore[arg-type]
@@ -80,10 +83,15 @@ def test_an_agent_dies_with_the_server_and_never_writes_into_the_resumed_run(tmp
             assert live_with_arg(f"0.1{pause}") == [], "the agent outlived the server"
         with running_server(tmp_path, api_url=api, **server) as (url, _proc):  # type: ignore[arg-type]
             world = World(tmp_path, fake, api, url, remote)
-            world.wait(lambda: world.plan()[1].status == PlanStatus.COMPLETED, timeout=120)
+            # Well inside the 60 s lease: only the dead-worker reclaim can make it in time.
+            world.wait(lambda: world.plan()[1].status == PlanStatus.COMPLETED, timeout=45)
     lines = git("show", "plan-cascade/1/batch-1:out.txt", cwd=remote).splitlines()
     assert len({line.split()[0] for line in lines}) == 1, "two runs of the agent wrote into one worktree"
     assert len(lines) == 150
+    story = "plan-cascade/1/story-001"
+    fmt = "--format=%(trailers:key=Plan-Cascade-Story,valueonly)"
+    assert git("log", fmt, story, cwd=remote).split().count("STORY-001") == 1
+    assert len(git("reflog", "show", "--format=%H", f"refs/heads/{story}", cwd=remote).split()) == 1
 
 
 def approve() -> dict:
