@@ -65,13 +65,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a line is logged (it may be replaced after set-up)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Send JSON lines to stderr. Idempotent; called by the CLI, never at import."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "_plan_cascade", False):
             root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(JsonFormatter())
     handler._plan_cascade = True  # type: ignore[attr-defined]
     root.addHandler(handler)

@@ -351,6 +351,17 @@ class PlanStore:
             values["installation_id"] = installation_id
         return values
 
+    async def remember_etag(self, repo: str, issue: int, etag: str | None) -> None:
+        """Keep the plan comment's reactions ETag (the next poll's If-None-Match)."""
+        if self.db is None:
+            return
+        async with self.db.write() as session:
+            await session.execute(
+                update(PlanRecord)
+                .where(PlanRecord.repo == repo, PlanRecord.issue_number == issue)
+                .values(reactions_etag=etag)
+            )
+
     async def cached(self, repo: str, issue: int) -> PlanRecord | None:
         """The database row of a plan (None without a database or row)."""
         return await self._record(repo, issue)

@@ -62,7 +62,9 @@ async def h(tmp_path: Path):
             ".github/plan-cascade.yml",
             f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
             "gates:\n  detect: false\n  custom:\n    - name: files\n"
-            '      command: "grep -q done story-*.txt"\n',
+            '      command: "grep -q done story-*.txt"\n'
+            # One story at a time: the death interrupts exactly the step under test, nothing else.
+            "execution:\n  max_parallel: 1\n",
         )
         harness.fake.add_issue(REPO, title="Greetings", body=PRD)
         await harness.deliver("issue_comment", commented(number=1, body="/plan-cascade plan", user="maint"))

@@ -137,6 +137,7 @@ async def test_approving_an_approved_plan_starts_it_again(tmp_path: Path) -> Non
     async with Harness(tmp_path) as h:
         h.fake.add_issue(REPO, title="Rate limiting", body=PRD)
         await h.deliver("issues", labeled(number=1, sender="octo-org"))
+        await h.drain()  # the plan exists before anyone can approve what it says
         await h.deliver("issue_comment", commented(number=1, body="/plan-cascade approve"))
         await h.drain()
         assert len(h.started) == 1

@@ -191,9 +191,14 @@ async def test_reaction_approval_with_304_and_read_only_thumbs(h: Harness) -> No
     await h.drain()
     polls = h.fake.requests_to("GET", rf"/repos/{REPO}/issues/comments/{comment.id}/reactions")
     assert polls[-1].headers.get("if-none-match")
-    # A maintainer's 👍 approves.
+    # A maintainer's 👍 approves (seen by the poll a minute later: polls are paced).
     h.fake.add_reaction(REPO, comment.id, "maint", "+1")
-    await queue_polls(h.services)
+    from datetime import timedelta
+
+    from bot.db.queue import utcnow
+
+    h.services.clock = lambda: utcnow() + timedelta(minutes=1)
+    assert await queue_polls(h.services) == 1
     await h.drain()
     _, state = await plan_state(h)
     assert state.status == PlanStatus.APPROVED

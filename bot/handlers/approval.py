@@ -17,6 +17,7 @@ from typing import Literal
 from bot.commands import Command
 from bot.db.queue import ClaimedJob
 from bot.errors import StateError
+from bot.github.models import ReactionsPage
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session
 from bot.permissions import is_bot
@@ -126,18 +127,21 @@ async def start_execution(session: Session, loaded: LoadedPlan) -> None:
     )
 
 
-async def poll_reactions(session: Session, loaded: LoadedPlan | None = None) -> PlanState | None:
+async def poll_reactions(
+    session: Session, loaded: LoadedPlan | None = None, *, page: ReactionsPage | None = None
+) -> PlanState | None:
     """Look for 👍 on the plan comment (conditional request: a 304 costs no rate limit).
 
     A 👍 counts when it is not a bot's, was given after the current revision was posted,
-    and its author passes the approval rule.
+    and its author passes the approval rule. `page` is a reactions page already read.
     """
     loaded = loaded or await session.load_plan()
     if loaded is None or loaded.state.status not in (PlanStatus.AWAITING_APPROVAL, PlanStatus.PAUSED):
         return None
-    page = await session.port.list_comment_reactions(
-        session.repo, loaded.comment_id, etag=loaded.reactions_etag
-    )
+    if page is None:
+        page = await session.port.list_comment_reactions(
+            session.repo, loaded.comment_id, etag=loaded.reactions_etag
+        )
     if page.reactions is None:  # 304 Not Modified
         return None
     loaded.reactions_etag = page.etag
@@ -187,15 +191,32 @@ def _reaction_problem(state: PlanState, login: str, user_type: str, at: datetime
 
 @kinds.register(POLL_JOB)
 async def run_poll_job(job: ClaimedJob, services: Services) -> None:
-    """Poll one plan's reactions (queued by the poller in the plan's job group)."""
+    """Poll one plan's reactions (queued by the poller in the plan's job group).
+
+    One conditional request from the cached plan: GitHub answers 304 (free) until the
+    reactions change. Only a new 👍 costs the rest (repository, config, plan comment, permission).
+    """
     data = job.payload
-    session = await open_session(
-        services, repo=data["repo"], issue=int(data["issue"]), installation_id=data.get("installation_id")
-    )
+    repo, issue, installation = data["repo"], int(data["issue"]), data.get("installation_id")
+    record = await services.plan_store.cached(repo, issue)
+    page = None
+    if record is not None and record.plan_comment_id and services.github_for is not None:
+        port = await services.github_for(installation, repo)
+        page = await port.list_comment_reactions(repo, record.plan_comment_id, etag=record.reactions_etag)
+        if page.reactions is None:
+            return
+        cached = PlanState.model_validate(record.state)
+        seen = set(cached.ignored_reactions) | {a.user for a in cached.current_approvals()}  # type: ignore[arg-type]
+        if not [
+            r for r in page.reactions if r.content == "+1" and r.id not in seen and r.user_login not in seen
+        ]:
+            await services.plan_store.remember_etag(repo, issue, page.etag)
+            return
+    session = await open_session(services, repo=repo, issue=issue, installation_id=installation)
     await session.load_config()
     if session.config is None:
         return
-    await poll_reactions(session)
+    await poll_reactions(session, page=page)
 
 
 async def approval_poller(services: Services, stop: asyncio.Event) -> None:
@@ -212,15 +233,37 @@ async def approval_poller(services: Services, stop: asyncio.Event) -> None:
             pass
 
 
+def poll_interval(revised_at: datetime | None, *, now: datetime, base: float) -> float:
+    """How often a plan is polled: every `base` seconds in its first hour, every 10 minutes in its
+    first day, hourly after (most approvals come soon; waiting plans must not eat the rate limit)."""
+    age = (now - revised_at).total_seconds() if revised_at is not None else 0.0
+    if age < 3600:
+        return base
+    if age < 86400:
+        return max(base, 600.0)
+    return max(base, 3600.0)
+
+
 async def queue_polls(services: Services) -> int:
-    """Queue one poll job per cached plan that awaits approval; returns how many."""
+    """Queue a poll job for each cached plan awaiting approval that is due; returns how many."""
     if services.enqueue is None:
         return 0
+    now = services.clock()
+    last: dict[str, datetime] = services.extras.setdefault("last_polls", {})
     records = await services.plan_store.with_status(PlanStatus.AWAITING_APPROVAL, PlanStatus.PAUSED)
+    queued = 0
     for record in records:
+        key = f"{record.repo}#{record.issue_number}"
+        revised = (record.state or {}).get("revised_at")
+        revised_at = datetime.fromisoformat(revised) if isinstance(revised, str) else None
+        every = poll_interval(revised_at, now=now, base=services.settings.approval_poll_seconds)
+        if key in last and (now - last[key]).total_seconds() < every - 1:
+            continue
+        last[key] = now
         await services.enqueue(
             POLL_JOB,
-            f"{record.repo}#{record.issue_number}",
+            key,
             {"repo": record.repo, "issue": record.issue_number, "installation_id": record.installation_id},
         )
-    return len(records)
+        queued += 1
+    return queued

@@ -52,6 +52,8 @@ class RecordedRequest:
     json: Any
     at: float
     """When it arrived, on the fake's `clock`."""
+    status: int = 0
+    """What the fake answered (304s cost no rate limit on GitHub)."""
 
 
 @dataclass
@@ -246,6 +248,12 @@ class FakeGitHub:
         body = error_body(status, message)
         self._faults.append(_Fault(method.upper(), re.compile(path), status, body, headers or {}, times))
 
+    def rate_limited(self) -> list[RecordedRequest]:
+        """Requests that count against an installation's rate limit: not 304s, not App-level calls."""
+        return [
+            r for r in self.requests if r.status != 304 and not r.path.endswith(("/access_tokens", "/app"))
+        ]
+
     def requests_to(self, method: str, path: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.method == method.upper() and re.fullmatch(path, r.path)]
 
@@ -268,26 +276,24 @@ class FakeGitHub:
             except ValueError:
                 data = None
             path = request.url.path
-            self.requests.append(
-                RecordedRequest(
-                    request.method,
-                    path,
-                    dict(request.query_params),
-                    dict(request.headers),
-                    data,
-                    self.clock(),
-                )
+            record = RecordedRequest(
+                request.method, path, dict(request.query_params), dict(request.headers), data, self.clock()
             )
+            self.requests.append(record)
+            response: Response
             for fault in self._faults:
                 if fault.times > 0 and fault.method == request.method and fault.path.fullmatch(path):
                     fault.times -= 1
-                    return JSONResponse(fault.body, fault.status, headers=fault.headers)
-            try:
-                self._authorize(request)
-                response = handler(request, data)
-            except HttpError as exc:
-                return JSONResponse(error_body(exc.status, exc.message, exc.errors), exc.status)
-            return _conditional(request, response)
+                    response = JSONResponse(fault.body, fault.status, headers=fault.headers)
+                    break
+            else:
+                try:
+                    self._authorize(request)
+                    response = _conditional(request, handler(request, data))
+                except HttpError as exc:
+                    response = JSONResponse(error_body(exc.status, exc.message, exc.errors), exc.status)
+            record.status = response.status_code
+            return response
 
         return endpoint
 
