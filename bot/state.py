@@ -75,7 +75,8 @@ class StoryState(BaseModel):
     commit: str | None = None
     agent: str | None = None
     model: str | None = None
-    tokens: int = 0
+    tokens: int = Field(default=0, description="Tokens at full price: uncached input, cache writes, output.")
+    cached_tokens: int = Field(default=0, description="Input tokens read from the prompt cache (cheaper).")
     cost_usd: float = 0.0
     reason: str | None = Field(default=None, description="Why the story failed or was skipped.")
     gates: dict[str, str] = Field(default_factory=dict, description="Gate name → last conclusion.")

@@ -125,7 +125,11 @@ class BuiltinAgent:
             run.check(task, self._clock())
             try:
                 completion = await self.llm.complete(
-                    system=SYSTEM_PROMPT, messages=messages, tools=TOOL_SPECS, cache_prefix=True
+                    system=SYSTEM_PROMPT,
+                    messages=messages,
+                    tools=TOOL_SPECS,
+                    cache_prefix=True,
+                    cache_conversation=True,
                 )
             except LLMError as exc:
                 raise AgentFailed(f"the model call failed: {exc.message}") from exc

@@ -60,6 +60,7 @@ def _estimate(state: PlanState, config: RepoConfig | None, *, model: str):  # ty
         state.prd,
         price_in_per_mtok=price.input_per_mtok,
         price_out_per_mtok=price.output_per_mtok,
+        price_cache_read_per_mtok=price.cache_read_per_mtok,
         max_parallel=config.execution.max_parallel if config else 3,
         max_retries=config.gates.max_retries if config else 2,
     )

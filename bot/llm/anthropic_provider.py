@@ -70,14 +70,24 @@ def anthropic_request(
     schema_name: str,
     max_tokens: int,
     cache_prefix: bool,
+    cache_conversation: bool = False,
 ) -> dict[str, Any]:
-    """Keyword arguments for `AsyncAnthropic.messages.create` (pure)."""
+    """Keyword arguments for `AsyncAnthropic.messages.create` (pure).
+
+    Cache breakpoints (at most 4 are allowed): the system prompt and the last tool with
+    `cache_prefix`, and the newest message's last block with `cache_conversation` (each
+    turn moves it forward, so the previous turn's prefix is read back from the cache).
+    """
     if json_schema is not None and force_tool is not None:
         raise ValueError("use either json_schema or force_tool, not both")
+    turns = to_anthropic_messages(messages)
+    if cache_conversation and turns:
+        last = turns[-1]["content"][-1]
+        turns[-1]["content"][-1] = {**last, "cache_control": _EPHEMERAL}
     request: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
-        "messages": to_anthropic_messages(messages),
+        "messages": turns,
     }
     if system:
         if cache_prefix:
@@ -179,6 +189,7 @@ class AnthropicLLM:
         schema_name: str = "result",
         max_tokens: int = 4096,
         cache_prefix: bool = False,
+        cache_conversation: bool = False,
     ) -> Completion:
         request = anthropic_request(
             model=self.model,
@@ -190,6 +201,7 @@ class AnthropicLLM:
             schema_name=schema_name,
             max_tokens=max_tokens,
             cache_prefix=cache_prefix,
+            cache_conversation=cache_conversation,
         )
         answer = await with_retries(
             lambda: self._client.messages.create(**request),

@@ -90,11 +90,15 @@ class LLM(Protocol):
         schema_name: str = "result",
         max_tokens: int = 4096,
         cache_prefix: bool = False,
+        cache_conversation: bool = False,
     ) -> Completion:
         """Answer `messages`.
 
         `force_tool` makes the model call that tool. `json_schema` asks for one JSON
         document matching the schema, returned in `Completion.text`. `cache_prefix`
-        marks the system prompt and tools as cacheable where the provider supports it.
+        marks the system prompt and tools as cacheable where the provider supports it;
+        `cache_conversation` also marks the newest message, so a loop that resends a growing
+        conversation reads everything but the last turn from the cache. Providers that
+        cache automatically (OpenAI-compatible) rely on the request prefix staying identical.
         """
         ...

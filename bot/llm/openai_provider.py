@@ -182,6 +182,7 @@ class OpenAILLM:
         schema_name: str = "result",
         max_tokens: int = 4096,
         cache_prefix: bool = False,
+        cache_conversation: bool = False,
     ) -> Completion:
         request = openai_request(
             model=self.model,

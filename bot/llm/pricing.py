@@ -61,6 +61,7 @@ DEFAULT_PRICES: dict[str, Price] = {
     "claude-opus-4-1": _anthropic(15.0, 75.0),
     "claude-opus-4-2025": _anthropic(15.0, 75.0),
     "claude-opus-4": _anthropic(5.0, 25.0),
+    "claude-sonnet-5": _anthropic(2.0, 10.0),  # Sonnet 5 and 5.5
     "claude-sonnet-4": _anthropic(3.0, 15.0),
     "claude-haiku-4": _anthropic(1.0, 5.0),
     "claude-3-7-sonnet": _anthropic(3.0, 15.0),

@@ -11,7 +11,7 @@ from bot.llm.pricing import PriceTable
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "deepseek", "ollama", "openai-compatible")
 
 DEFAULT_MODELS: dict[str, str] = {
-    "anthropic": "claude-sonnet-4-5",
+    "anthropic": "claude-sonnet-5-5",
     "openai": "gpt-4.1",
     "deepseek": "deepseek-chat",
     "ollama": "llama3.1",

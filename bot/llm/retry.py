@@ -126,7 +126,7 @@ async def with_retries(
 ) -> T:
     """Await `call()` up to `attempts` times; SDK and transport errors become `LLMError`.
 
-    `label` names the call in error messages (e.g. "anthropic claude-sonnet-4-5");
+    `label` names the call in error messages (e.g. "anthropic claude-sonnet-5-5");
     `secrets` are scrubbed from them. Errors that are not SDK or transport errors
     (bugs) propagate unchanged.
     """

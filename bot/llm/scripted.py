@@ -57,6 +57,7 @@ class ScriptedLLM:
         schema_name: str = "result",
         max_tokens: int = 4096,
         cache_prefix: bool = False,
+        cache_conversation: bool = False,
     ) -> Completion:
         index = len(self.calls)
         self.calls.append(
@@ -69,6 +70,7 @@ class ScriptedLLM:
                 "schema_name": schema_name,
                 "max_tokens": max_tokens,
                 "cache_prefix": cache_prefix,
+                "cache_conversation": cache_conversation,
             }
         )
         if index >= len(self.replies):

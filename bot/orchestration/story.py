@@ -263,7 +263,11 @@ async def _run_agent(
         story.id,
         agent=result.agent,
         model=result.model,
-        tokens=record.tokens + result.usage.input_tokens + result.usage.output_tokens,
+        tokens=record.tokens
+        + result.usage.input_tokens
+        + result.usage.cache_write_tokens
+        + result.usage.output_tokens,
+        cached_tokens=record.cached_tokens + result.usage.cache_read_tokens,
         cost_usd=record.cost_usd + result.cost_usd,
     )
     return result

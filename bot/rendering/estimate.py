@@ -11,7 +11,9 @@ people deciding whether to approve, not a budget):
   per attempt, so the expected number of extra attempts with at most ``max_retries``
   retries is ``p + p² + … + p^max_retries``; every story is scaled by ``1 +`` that.
 * **Cost**: ``INPUT_SHARE`` of the tokens are input (agents mostly re-read context),
-  the rest output, at the given prices per million tokens.
+  the rest output. The agent resends its growing conversation each step with a cache
+  breakpoint on the newest message, so ``CACHED_INPUT_SHARE`` of the input is read from the
+  prompt cache at the cache price (when the model has one), the rest at the input price.
 * **Minutes**: one attempt takes ``MINUTES_PER_ATTEMPT[complexity]`` plus a minute per
   criterion; inside a batch at most ``max_parallel`` stories run at once, so the batch
   takes the longest worker's share (longest stories first), plus ``BATCH_OVERHEAD_MINUTES``
@@ -43,6 +45,8 @@ FAILURE_RATE: dict[Level, float] = {Level.LOW: 0.15, Level.MEDIUM: 0.25, Level.H
 """Chance that one attempt fails its gates, by the plan's risk."""
 INPUT_SHARE = 0.85
 """Share of the tokens that are input tokens."""
+CACHED_INPUT_SHARE = 0.8
+"""Share of the input read from the prompt cache (bench/tokens.py measures what the agent reaches)."""
 MINUTES_PER_ATTEMPT: dict[Level, int] = {Level.LOW: 5, Level.MEDIUM: 10, Level.HIGH: 18}
 """Wall-clock minutes of one attempt, by the plan's complexity (plus a minute per criterion)."""
 BATCH_OVERHEAD_MINUTES = 3
@@ -78,6 +82,7 @@ def estimate_execution(
     price_out_per_mtok: float,
     max_parallel: int,
     max_retries: int,
+    price_cache_read_per_mtok: float | None = None,
 ) -> ExecutionEstimate:
     """Forecast tokens, dollars and minutes for `prd` with the heuristic in this module's docstring."""
     attempts = 1 + _expected_retries(FAILURE_RATE[prd.risk], max(0, max_retries))
@@ -89,8 +94,12 @@ def estimate_execution(
         per_attempt = BASE_TOKENS[story.type] * factor + TOKENS_PER_CRITERION * criteria
         total_tokens += per_attempt * attempts
         minutes_of[story.id] = (MINUTES_PER_ATTEMPT[prd.complexity] + criteria) * attempts
+    cached = CACHED_INPUT_SHARE if price_cache_read_per_mtok is not None else 0.0
+    input_tokens = total_tokens * INPUT_SHARE
     cost = (
-        total_tokens * INPUT_SHARE * price_in_per_mtok + total_tokens * (1 - INPUT_SHARE) * price_out_per_mtok
+        input_tokens * (1 - cached) * price_in_per_mtok
+        + input_tokens * cached * (price_cache_read_per_mtok or 0.0)
+        + total_tokens * (1 - INPUT_SHARE) * price_out_per_mtok
     ) / 1_000_000
     minutes = sum(
         _makespan([minutes_of[sid] for sid in batch], max_parallel) + BATCH_OVERHEAD_MINUTES

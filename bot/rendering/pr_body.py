@@ -64,6 +64,7 @@ def pr_body(
                 "model": record.model or "—",
                 "attempts": record.attempts,
                 "tokens": record.tokens,
+                "cached": record.cached_tokens,
                 "cost": record.cost_usd,
             }
         )
@@ -90,6 +91,7 @@ def pr_body(
             draft_reason=draft_reason,
             base_note=base_note,
             total_tokens=sum(s["tokens"] for s in stories),
+            total_cached=sum(s["cached"] for s in stories),
             total_cost=sum(s["cost"] for s in stories),
         )
     )

@@ -17,7 +17,7 @@ def test_anthropic_default_model() -> None:
     llm = make("anthropic", anthropic_api_key="sk-ant-x")
 
     assert isinstance(llm, AnthropicLLM)
-    assert (llm.provider, llm.model) == ("anthropic", "claude-sonnet-4-5")
+    assert (llm.provider, llm.model) == ("anthropic", "claude-sonnet-5-5")
 
 
 @pytest.mark.parametrize(

@@ -46,3 +46,14 @@ def test_free_models_cost_nothing() -> None:
         sample_prd(), price_in_per_mtok=0, price_out_per_mtok=0, max_parallel=2, max_retries=1
     )
     assert estimate.cost_usd == 0 and estimate.tokens > 0
+
+
+def test_the_cached_share_of_the_input_is_priced_at_the_cache_rate() -> None:
+    plain = estimate_execution(sample_prd(), **PRICES, max_parallel=2, max_retries=1)
+    cached = estimate_execution(
+        sample_prd(), **PRICES, max_parallel=2, max_retries=1, price_cache_read_per_mtok=0.3
+    )
+    assert cached.tokens == plain.tokens
+    input_cost = plain.tokens * 0.85 * PRICES["price_in_per_mtok"] / 1_000_000
+    saved = input_cost * 0.8 * (1 - 0.3 / PRICES["price_in_per_mtok"])
+    assert cached.cost_usd == pytest.approx(plain.cost_usd - saved, abs=1e-4)
