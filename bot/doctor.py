@@ -30,6 +30,7 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
         results.append((False, "private key", exc.message))
 
     results.append(sandbox_check(settings))
+    results.append(llm_check(settings))
     db = Database(settings.resolved_database_url)
     try:
         await db.ping()
@@ -54,6 +55,18 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
             (False, "GitHub API", f"{url} looks like a GitHub Enterprise Server host: use {url}/api/v3")
         )
     return results
+
+
+def llm_check(settings: Settings) -> Check:
+    """Whether the LLM settings can make a model (a missing key only stops planning without a prd block)."""
+    problem = settings.llm_problem()
+    model = settings.llm_model or "its default model"
+    if problem is None:
+        return True, "LLM", f"{settings.llm_provider} with {model}"
+    message, fatal = problem
+    if fatal:
+        return False, "LLM", message
+    return True, "LLM", f"warning: {message} (issues without a ```prd block cannot be planned)"
 
 
 def sandbox_check(settings: Settings) -> Check:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
 from bot.errors import RepoConfigError
+from bot.yamlshape import shape_problem
 
 CONFIG_PATH = ".github/plan-cascade.yml"
 FILE_KEY = "(file)"
@@ -156,7 +157,11 @@ class _Loader(yaml.SafeLoader):
 
 
 def parse_config_yaml(text: str) -> object:
-    """The YAML document in `text`; a syntax error or repeated key raises RepoConfigError."""
+    """The YAML document in `text`; a syntax error, a repeated key or a document too big or too
+    deep to read raises RepoConfigError."""
+    shape = shape_problem(text)
+    if shape is not None:
+        raise config_error([f"{FILE_KEY}: {shape}: keep the file small and flat (see docs/configuration.md)"])
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
@@ -308,11 +313,27 @@ def _bounds(meta: tuple[Any, ...]) -> str:
     return " " + " and ".join(parts) if parts else ""
 
 
+MAX_LISTED = 50
+"""Problems listed in the comment; the rest are counted (a comment holds 65,536 characters)."""
+MAX_LINE = 400
+"""Characters of one problem shown (a key can be as long as its author made it)."""
+
+
 def format_config_problems_markdown(err: RepoConfigError) -> str:
-    """An issue-comment body listing the problems, keys in backticks, ending with what to do."""
-    heading = "### " + _escape(err.message).replace(CONFIG_PATH, f"`{CONFIG_PATH}`")
-    bullets = [f"- {_problem_markdown(line)}" for line in err.problems]
+    """An issue-comment body listing the first problems, keys in backticks, ending with what to do.
+
+    Whatever the file holds, the comment fits GitHub's 65,536 characters.
+    """
+    heading = "### " + _escape(err.message).replace(CONFIG_PATH, f"`{CONFIG_PATH}`")[:MAX_LINE]
+    shown = err.problems[:MAX_LISTED]
+    bullets = [f"- {_problem_markdown(_clip(line))}" for line in shown]
+    if len(err.problems) > len(shown):
+        bullets.append(f"- … and {len(err.problems) - len(shown):,} more problems of the same file")
     return "\n".join([heading, "", *bullets, "", CLOSING_LINE]) + "\n"
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
 
 
 def _problem_markdown(line: str) -> str:

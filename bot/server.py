@@ -113,6 +113,9 @@ def create_app(
 ) -> FastAPI:
     """The FastAPI application: `/webhook`, `/healthz`, `/metrics`, plus in-process workers."""
     settings.require_server_secrets()
+    llm = settings.llm_problem()
+    if llm is not None:
+        log.warning("%s Planning without a prd block will fail until then.", llm[0])
     rt = runtime or build_runtime(settings)
     secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
 

@@ -128,8 +128,22 @@ class Settings(BaseSettings):
                 ) from exc
         return None
 
+    def llm_problem(self) -> tuple[str, bool] | None:
+        """Why the LLM settings cannot work: (message, fatal), or None."""
+        from bot.llm.registry import configuration_problem
+
+        keys = (self.anthropic_api_key, self.openai_api_key)
+        anthropic, openai = (k.get_secret_value() if k is not None else None for k in keys)
+        return configuration_problem(
+            provider=self.llm_provider,
+            model=self.llm_model,
+            base_url=self.llm_base_url,
+            anthropic_api_key=None if is_placeholder(anthropic) else anthropic,
+            openai_api_key=None if is_placeholder(openai) else openai,
+        )
+
     def require_server_secrets(self) -> None:
-        """Refuse to start a server without the App's credentials."""
+        """Refuse to start a server without the App's credentials, or with LLM settings that cannot work."""
         if is_placeholder(self.app_id):
             raise ConfigurationError("PLAN_CASCADE_APP_ID is not set: set it to your GitHub App's id")
         if not str(self.app_id).strip().isdigit():
@@ -148,6 +162,9 @@ class Settings(BaseSettings):
             )
         assert pem is not None
         check_private_key(pem)
+        problem = self.llm_problem()
+        if problem is not None and problem[1]:
+            raise ConfigurationError(problem[0])
 
     def sandbox_policy(
         self, *, default: str = "required", environ: Mapping[str, str] | None = None

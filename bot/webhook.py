@@ -85,36 +85,57 @@ def make_webhook_router(intake: Intake) -> APIRouter:
     return api
 
 
+KNOWN_EVENTS = frozenset(
+    """branch_protection_rule check_run check_suite code_scanning_alert commit_comment create delete
+    dependabot_alert deploy_key deployment deployment_status discussion discussion_comment fork
+    github_app_authorization gollum installation installation_repositories installation_target
+    issue_comment issues label marketplace_purchase member membership merge_group meta milestone
+    organization package page_build ping project project_card project_column public pull_request
+    pull_request_review pull_request_review_comment pull_request_review_thread push registry_package
+    release repository repository_dispatch repository_ruleset secret_scanning_alert security_advisory
+    star status team team_add watch workflow_dispatch workflow_job workflow_run""".split()
+)
+"""GitHub's webhook event names: the only values the `event` label of `/metrics` takes (else `other`)."""
+
+
+def event_label(event_name: str | None) -> str:
+    """A bounded label value for a verified delivery's event name."""
+    return event_name if event_name in KNOWN_EVENTS else "other"
+
+
 async def _receive(
     request: Request, intake: Intake, event_name: str | None, delivery_id: str | None
 ) -> JSONResponse:
     deliveries = intake.metrics.deliveries
     body = await _read_body(request)
+    # Until the signature checks out, nothing the client sent becomes a label value: random
+    # event names from unsigned requests would otherwise grow /metrics without bound.
     if body is None:
-        deliveries.labels(event_name or "unknown", "too_large").inc()
+        deliveries.labels("unverified", "too_large").inc()
         log.warning("rejected delivery: body over 25 MB")
         return _answer(413, "payload too large: GitHub does not send bodies over 25 MB")
     if not signature_ok(intake.secret, body, request.headers.get("x-hub-signature-256")):
-        deliveries.labels(event_name or "unknown", "bad_signature").inc()
+        deliveries.labels("unverified", "bad_signature").inc()
         log.warning("rejected delivery: missing or invalid X-Hub-Signature-256")
         return _answer(
             401,
             "invalid signature: X-Hub-Signature-256 must be sha256=HMAC of the body "
             "with the webhook secret (check PLAN_CASCADE_WEBHOOK_SECRET)",
         )
+    label = event_label(event_name)
     if not event_name or not delivery_id:
-        deliveries.labels(event_name or "unknown", "bad_headers").inc()
+        deliveries.labels(label, "bad_headers").inc()
         return _answer(400, "missing X-GitHub-Event or X-GitHub-Delivery header")
     if len(delivery_id) > 64:
-        deliveries.labels(event_name, "bad_headers").inc()
+        deliveries.labels(label, "bad_headers").inc()
         return _answer(400, "X-GitHub-Delivery is longer than 64 characters")
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        deliveries.labels(event_name, "bad_json").inc()
+        deliveries.labels(label, "bad_json").inc()
         return _answer(400, f"body is not valid JSON: {exc}")
     if not isinstance(payload, dict):
-        deliveries.labels(event_name, "bad_json").inc()
+        deliveries.labels(label, "bad_json").inc()
         return _answer(400, "body must be a JSON object")
 
     keys = DeliveryKeys.of(payload)
@@ -144,11 +165,11 @@ async def _receive(
         job=job,
     )
     if not await intake.writer.submit(record):
-        deliveries.labels(event_name, "duplicate").inc()
+        deliveries.labels(label, "duplicate").inc()
         log.info("delivery %s seen before: not processed again", delivery_id)
         return _answer(200, "duplicate delivery: already accepted", delivery=delivery_id)
 
-    deliveries.labels(event_name, outcome).inc()
+    deliveries.labels(label, outcome).inc()
     if log.isEnabledFor(logging.INFO):
         with log_context(plan=keys.target or "-"):
             log.info("%s %s.%s", outcome, event_name, keys.action or "-", extra={"event": event_name})

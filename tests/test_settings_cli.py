@@ -151,6 +151,7 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
         (True, "settings"),
         (True, "private key"),
         (True, "sandbox"),
+        (True, "LLM"),
         (True, "database"),
         (True, "GitHub API"),
     ]
@@ -178,3 +179,29 @@ async def test_doctor_says_when_the_required_sandbox_cannot_run(tmp_path: Path) 
     )
     results = await run_checks(relaxed, transport=httpx.MockTransport(lambda r: httpx.Response(200)))
     assert ("sandbox", True) in {(name, ok) for ok, name, _ in results}
+
+
+async def test_an_openai_compatible_provider_without_a_model_is_refused_at_start(tmp_path: Path) -> None:
+    from bot.errors import ConfigurationError
+    from bot.server import create_app
+
+    settings = make_settings(
+        tmp_path,
+        PLAN_CASCADE_LLM_PROVIDER="openai-compatible",
+        PLAN_CASCADE_LLM_BASE_URL="http://llm.local/v1",
+    )
+    with pytest.raises(ConfigurationError, match="PLAN_CASCADE_LLM_MODEL"):
+        create_app(settings, start_workers=False, migrate=False)
+    results = await run_checks(settings, transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    failed = {name: detail for ok, name, detail in results if not ok}
+    assert "PLAN_CASCADE_LLM_MODEL" in failed["LLM"]
+    without_url = make_settings(
+        tmp_path, PLAN_CASCADE_LLM_PROVIDER="openai-compatible", PLAN_CASCADE_LLM_MODEL="m"
+    )
+    with pytest.raises(ConfigurationError, match="PLAN_CASCADE_LLM_BASE_URL"):
+        without_url.require_server_secrets()
+    # A missing key is reported, but a server that plans from ```prd blocks still starts.
+    keyless = make_settings(tmp_path, PLAN_CASCADE_LLM_PROVIDER="anthropic")
+    keyless.require_server_secrets()
+    results = await run_checks(keyless, transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    assert any(name == "LLM" and ok and "ANTHROPIC_API_KEY" in detail for ok, name, detail in results)

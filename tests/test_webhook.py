@@ -214,8 +214,28 @@ async def test_healthz_and_metrics(server) -> None:
     text = (await client.get("/metrics")).text
     assert 'plan_cascade_deliveries_total{event="ping",outcome="accepted"} 1.0' in text
     assert 'plan_cascade_deliveries_total{event="ping",outcome="duplicate"} 1.0' in text
-    assert 'plan_cascade_deliveries_total{event="ping",outcome="bad_signature"} 1.0' in text
+    assert 'plan_cascade_deliveries_total{event="unverified",outcome="bad_signature"} 1.0' in text
     assert "plan_cascade_queue_depth 1.0" in text
+
+
+async def test_unsigned_requests_never_grow_the_metrics(server) -> None:
+    client, _ = server
+    body = encode(load_fixture("ping.event.1"))
+    await client.post("/webhook", content=body, headers=signed_headers(body, secret="wrong", event="seed"))
+
+    def series(text: str) -> list[str]:  # every metric line without its value
+        return [line.rsplit(" ", 1)[0] for line in text.splitlines()]
+
+    before = series((await client.get("/metrics")).text)
+    for n in range(3000):
+        headers = signed_headers(body, secret="wrong", event=f"random-event-{n}")
+        assert (await client.post("/webhook", content=body, headers=headers)).status_code == 401
+    after = (await client.get("/metrics")).text
+    assert series(after) == before and "random-event" not in after
+    # A signed delivery with an event GitHub does not have is counted as `other`.
+    await post(client, load_fixture("ping.event.1"), event="made-up-event", delivery="m-2")
+    text = (await client.get("/metrics")).text
+    assert "made-up-event" not in text and 'event="other"' in text
 
 
 async def test_healthz_reports_an_unreachable_database(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ exactly that revision.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import re
@@ -153,7 +154,7 @@ async def on_plan_pr_review(event: Event, services: Services) -> None:
         return
     assert session.config is not None
     try:
-        prd = parse_prd(text, max_stories=session.config.limits.max_stories)
+        prd = await asyncio.to_thread(parse_prd, text, max_stories=session.config.limits.max_stories)
     except PlanValidationError as exc:
         await _say(session, pr.number, messages.prd_invalid(exc.problems, "plan-pr"))
         return

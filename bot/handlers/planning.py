@@ -7,6 +7,7 @@ and the plan that existed before stays as it was.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 
@@ -85,7 +86,7 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
     source: PlanSource
     try:
         if block is not None:
-            prd = parse_prd(block, max_stories=max_stories)
+            prd = await asyncio.to_thread(parse_prd, block, max_stories=max_stories)
             source = "prd-block"
         else:
             from bot.handlers.llm_planning import plan_with_llm

@@ -5,6 +5,7 @@ Built per event by `open_session`; nothing here is global.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -55,7 +56,8 @@ class Session:
         """Read `.github/plan-cascade.yml` from the default branch (defaults when absent)."""
         text = await self.port.get_file_text(self.repo, CONFIG_PATH, ref=self.default_branch)
         try:
-            self.config = load_repo_config(text)
+            # Parsing and validating is CPU work on untrusted text: off the event loop.
+            self.config = await asyncio.to_thread(load_repo_config, text)
             self.config_error = None
         except RepoConfigError as exc:
             self.config, self.config_error = None, exc

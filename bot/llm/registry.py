@@ -29,6 +29,37 @@ def _require(key: str | None, variable: str, provider: str) -> str:
     return key
 
 
+def configuration_problem(
+    *,
+    provider: str,
+    model: str | None,
+    base_url: str | None,
+    anthropic_api_key: str | None,
+    openai_api_key: str | None,
+) -> tuple[str, bool] | None:
+    """Why these settings cannot make an LLM: (message, fatal), or None when they can.
+
+    Fatal problems are settings that can never work (refused when the server starts); a
+    missing key is not fatal: plans from ```prd blocks need no model.
+    """
+    name = provider.strip().lower()
+    if name not in PROVIDERS:
+        return f"Unknown LLM provider {provider!r}; choose one of: {', '.join(PROVIDERS)}.", True
+    url = base_url or DEFAULT_BASE_URLS.get(name)
+    if name == "openai-compatible" and not url:
+        return (
+            "The openai-compatible LLM provider needs the server's URL: set PLAN_CASCADE_LLM_BASE_URL.",
+            True,
+        )
+    if name == "openai-compatible" and not (model or DEFAULT_MODELS.get(name)):
+        return "The openai-compatible LLM provider needs a model name: set PLAN_CASCADE_LLM_MODEL.", True
+    if name == "anthropic" and not anthropic_api_key:
+        return "The anthropic LLM provider needs an API key: set ANTHROPIC_API_KEY.", False
+    if name in ("openai", "deepseek") and not openai_api_key:
+        return f"The {name} LLM provider needs an API key: set OPENAI_API_KEY.", False
+    return None
+
+
 def create_llm(
     *,
     provider: str,
@@ -46,8 +77,15 @@ def create_llm(
     (optional for the latter); Ollama needs none. Raises `ConfigurationError` naming the variable to set.
     """
     name = provider.strip().lower()
-    if name not in PROVIDERS:
-        raise ConfigurationError(f"Unknown LLM provider {provider!r}; choose one of: {', '.join(PROVIDERS)}.")
+    problem = configuration_problem(
+        provider=name,
+        model=model,
+        base_url=base_url,
+        anthropic_api_key=anthropic_api_key,
+        openai_api_key=openai_api_key,
+    )
+    if problem is not None:
+        raise ConfigurationError(problem[0])
     chosen_model = model or DEFAULT_MODELS.get(name)
     url = base_url or DEFAULT_BASE_URLS.get(name)
     if name == "anthropic":
@@ -61,15 +99,6 @@ def create_llm(
             prices=prices,
             http_client=http_client,
         )
-    if name == "openai-compatible":
-        if not url:
-            raise ConfigurationError(
-                "The openai-compatible LLM provider needs the server's URL: set PLAN_CASCADE_LLM_BASE_URL."
-            )
-        if not chosen_model:
-            raise ConfigurationError(
-                "The openai-compatible LLM provider needs a model name: set PLAN_CASCADE_LLM_MODEL."
-            )
     if name == "ollama":
         api_key = "ollama"
     elif name == "openai-compatible":

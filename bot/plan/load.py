@@ -9,6 +9,7 @@ import yaml
 from yaml.constructor import ConstructorError
 
 from bot.errors import PlanValidationError
+from bot.yamlshape import shape_problem
 
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
@@ -89,6 +90,9 @@ def load_document(text: str) -> Any:
 
     Raises PlanValidationError with one problem line (and a line number where known).
     """
+    shape = shape_problem(text)
+    if shape is not None:
+        raise _fail(f"{shape}: a PRD is a flat list of stories")
     json_problem = None
     if text.lstrip().startswith("{"):
         try:

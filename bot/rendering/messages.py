@@ -16,6 +16,8 @@ from bot.state import PlanState, StoryStatus, totals
 
 MAX_PROBLEMS = 50
 """Problems listed in one reply; the rest are counted."""
+MAX_PROBLEM_CHARS = 400
+"""Characters of one problem shown: 50 of them always fit a comment."""
 _WRITE = ("admin", "maintain", "write")
 _COUNT_ORDER = [StoryStatus.PASSED, StoryStatus.RUNNING, StoryStatus.FAILED, StoryStatus.SKIPPED,
                 StoryStatus.CANCELLED, StoryStatus.PENDING]  # fmt: skip
@@ -110,7 +112,10 @@ def prd_invalid(problems: list[str], source: str) -> str:
     return _render(
         "prd_invalid",
         problems=problems,
-        shown=problems[:MAX_PROBLEMS],
+        shown=[
+            p if len(p) <= MAX_PROBLEM_CHARS else p[: MAX_PROBLEM_CHARS - 1] + "…"
+            for p in problems[:MAX_PROBLEMS]
+        ],
         more=max(0, len(problems) - MAX_PROBLEMS),
         source=source,
         advice=advice,
