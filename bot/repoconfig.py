@@ -248,6 +248,13 @@ class RepoConfig(_Section):
         1, ge=1, description="Approvals a plan needs before implementation starts."
     )
     plan_pr: bool = Field(False, description="Also open a draft PR with .plan-cascade/<issue>/prd.yaml.")
+    setup: list[NonEmpty] | None = Field(
+        None,
+        description="Shell commands that prepare each story's environment; null = detect, [] = none.",
+    )
+    setup_timeout_seconds: int = Field(
+        900, ge=10, le=7200, description="Time limit of all setup commands of one worktree."
+    )
     llm: LLMConfig = Field(default_factory=LLMConfig, description="Which language model plans, and how.")
     agent: AgentConfig = Field(default_factory=AgentConfig, description="Coding agents and their limits.")
     gates: GatesConfig = Field(default_factory=GatesConfig, description="Commands every story must pass.")

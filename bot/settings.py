@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     """The bubblewrap program (a name on PATH or a path)."""
     agent_env: str = Field(default="", validation_alias="PLAN_CASCADE_AGENT_ENV")
     """Comma-separated variables of this environment handed to external CLI agents (visible to them)."""
+    setup_env: str = Field(default="", validation_alias="PLAN_CASCADE_SETUP_ENV")
+    """Comma-separated variables of this environment handed to setup commands (e.g. PIP_INDEX_URL)."""
     agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
     """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
@@ -175,6 +177,7 @@ class Settings(BaseSettings):
 
         env = os.environ if environ is None else environ
         names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
+        setup_names = [n.strip() for n in self.setup_env.split(",") if n.strip()]
         data = self.data_dir.resolve()
         hidden = [data, *([self.private_key_path.resolve()] if self.private_key_path else [])]
         return Sandbox(
@@ -184,6 +187,7 @@ class Settings(BaseSettings):
             registry=ProcessRegistry(data / "run" / "processes"),
             agent_network=self.agent_network,
             agent_env={name: env[name] for name in names if name in env},
+            setup_env={name: env[name] for name in setup_names if name in env},
         )
 
     def state_signing_key(self) -> bytes | None:

@@ -128,6 +128,13 @@ class PlanState(BaseModel):
     perspectives: dict[str, str] = Field(default_factory=dict, description="Planning perspectives.")
     source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm"
     plan_pr: int | None = None
+    setup: list[str] = Field(
+        default_factory=list,
+        description="Setup commands every story's worktree runs (approved with the plan).",
+    )
+    setup_source: Literal["configured", "detected", "none"] = Field(
+        default="none", description="Where the setup commands came from."
+    )
     plan_pr_head: str | None = Field(
         default=None, description="The commit the bot pushed to the plan PR (later ones need a writer)."
     )

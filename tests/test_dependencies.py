@@ -18,6 +18,7 @@ USED_INDIRECTLY = {
     "hishel": "githubkit's HTTP cache (githubkit 0.16.1 only imports with hishel<2)",
     "aiosqlite": "the SQLAlchemy driver behind sqlite+aiosqlite:// URLs",
     "asyncpg": "the SQLAlchemy driver behind postgresql+asyncpg:// URLs",
+    "uv": "the uv program setup installs Python environments with (found beside our Python)",
 }
 
 

@@ -52,6 +52,14 @@ class AgentTask(BaseModel):
         default=None,
         description="PATH for tool commands (PLAN_CASCADE_TOOL_PATH); None means the safe default.",
     )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="The worktree's environment from setup (its PATH entries go first, caches).",
+    )
+    shared: list[Path] = Field(
+        default_factory=list,
+        description="Directories outside the worktree bound read-only (the repository's package caches).",
+    )
 
 
 def confinement_for(task: AgentTask, *, network: bool = False, tools: Sequence[Path] = ()) -> Confinement:
@@ -61,7 +69,7 @@ def confinement_for(task: AgentTask, *, network: bool = False, tools: Sequence[P
         home=task.home,
         repo_setting=task.sandbox_setting,
         network=network,
-        readonly=task.protected,
+        readonly=[*task.protected, *task.shared],
         tools=tools,
     )
 

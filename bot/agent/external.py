@@ -23,6 +23,7 @@ from pathlib import Path
 from bot.agent.base import AgentResult, AgentTask, confinement_for
 from bot.agent.prompt import task_prompt
 from bot.agent.transcript import Transcript
+from bot.envsetup import with_env_path
 from bot.errors import AgentError
 from bot.workspace import run_process, scrubbed_env
 from bot.workspace.process import SAFE_PATH
@@ -115,8 +116,11 @@ class CommandAgent:
         outcome = await run_process(
             command,
             cwd=task.worktree,
-            env=scrubbed_env(
-                home=task.home, extra={"PATH": self._path(task.path)}, passthrough=task.sandbox.agent_env
+            env=with_env_path(
+                scrubbed_env(
+                    home=task.home, extra={"PATH": self._path(task.path)}, passthrough=task.sandbox.agent_env
+                ),
+                task.env,
             ),
             timeout=task.limits.max_wall_seconds,
             output_limit=max(task.limits.output_limit_chars, SUMMARY_CHARS),

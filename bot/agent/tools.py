@@ -35,6 +35,7 @@ from bot.agent.toolspecs import (
     ReadArgs,
     WriteArgs,
 )
+from bot.envsetup import with_env_path
 from bot.errors import SandboxViolation
 from bot.llm import ToolCall
 from bot.workspace import Confinement, is_denied, resolve_path, run_process, scrubbed_env
@@ -63,6 +64,8 @@ class ToolContext:
     timeout_s: float = 120.0
     output_limit: int = 20_000
     path: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    """The worktree's environment from setup (see `with_env_path`)."""
 
     @classmethod
     def for_task(cls, task: AgentTask) -> ToolContext:
@@ -75,6 +78,7 @@ class ToolContext:
             timeout_s=float(task.limits.tool_timeout_seconds),
             output_limit=task.limits.output_limit_chars,
             path=task.path,
+            env=tuple(task.env.items()),
         )
 
 
@@ -218,7 +222,9 @@ async def bash(ctx: ToolContext, args: BashArgs) -> str:
     result = await run_process(
         args.command,
         cwd=ctx.root,
-        env=scrubbed_env(home=ctx.home, extra={"PATH": ctx.path} if ctx.path else None),
+        env=with_env_path(
+            scrubbed_env(home=ctx.home, extra={"PATH": ctx.path} if ctx.path else None), dict(ctx.env)
+        ),
         timeout=ctx.timeout_s,
         output_limit=ctx.output_limit,
         confinement=ctx.confinement,

@@ -25,13 +25,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.envsetup import PYTHON_REQUIREMENTS
 from bot.errors import RepoConfigError
 
-GateKind = Literal["typecheck", "test", "lint", "custom", "verification", "integration"]
+GateKind = Literal["typecheck", "test", "lint", "custom", "verification", "integration", "setup"]
 
 DETECTED_KINDS: tuple[Literal["typecheck", "test", "lint"], ...] = ("typecheck", "test", "lint")
 NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'
-_PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
+_PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini", "requirements.txt")
 _NODE_TYPECHECK_SCRIPTS = ("typecheck", "type-check", "tsc")
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _MAKE_TEST_TARGET = re.compile(r"^test\s*:(?!=)", re.MULTILINE)
@@ -86,6 +87,16 @@ def _requirement_names(items: Any) -> set[str]:
     return names
 
 
+def _requirements_file_names(root: Path) -> set[str]:
+    names: set[str] = set()
+    for name in PYTHON_REQUIREMENTS:
+        path = root / name
+        if path.is_file() and path.stat().st_size < 1_000_000:
+            lines = path.read_text(errors="replace").splitlines()
+            names |= _requirement_names([line for line in lines if not line.lstrip().startswith("-")])
+    return names
+
+
 def python_dependencies(pyproject: dict[str, Any]) -> set[str]:
     """Every dependency name a pyproject declares: PEP 621, PEP 735, Poetry, PDM and uv tables."""
     project = _table(pyproject, "project")
@@ -110,7 +121,7 @@ def _python_gates(root: Path) -> dict[str, str]:
         return {}
     pyproject = _read_toml(root / "pyproject.toml")
     tool = _table(pyproject, "tool")
-    deps = python_dependencies(pyproject)
+    deps = python_dependencies(pyproject) | _requirements_file_names(root)
     gates: dict[str, str] = {}
     if "mypy" in tool or "mypy" in deps or (root / "mypy.ini").is_file() or (root / ".mypy.ini").is_file():
         gates["typecheck"] = "mypy ."

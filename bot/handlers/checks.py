@@ -68,7 +68,8 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     """Run one gate again on the commit its check run was about."""
     from bot.gates.run import run_gate
     from bot.handlers.execution import build_run
-    from bot.orchestration.story import gate_confinement, gate_specs, tool_env
+    from bot.orchestration.setup import SETUP_GATE, gate_confinement, prepare, report_setup, tool_env
+    from bot.orchestration.story import gate_specs
     from bot.workspace.worktree import Worktree, add_worktree, remove_worktree
 
     data = job.payload
@@ -92,15 +93,21 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     worktree = await add_worktree(run.mirror, branch=branch, base_ref=sha, path=path, reset=True)
     try:
         specs = [s for s in gate_specs(run, story, worktree.path) if s.name == name]
-        if not specs:
+        if not specs and name != SETUP_GATE:
             log.info("gate %s is no longer configured: nothing to re-run", name)
+            return
+        setup = await prepare(run, worktree, home)  # the gate needs its environment first
+        if setup is not None and (name == SETUP_GATE or not setup.passed):
+            await report_setup(run, setup, scope=scope, head=sha)
+            return
+        if not specs:
             return
         spec = specs[0]
         handle = await run.reporter.gate_started(scope=scope, gate=spec, head_sha=sha, attempt=1)
         result, annotations = await run_gate(
             spec,
             cwd=worktree.path,
-            env=tool_env(run, home),
+            env=tool_env(run, worktree, home),
             default_timeout=run.config.gates.timeout_seconds,
             attempt=1,
             confinement=await gate_confinement(run, worktree, home),

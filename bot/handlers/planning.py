@@ -13,6 +13,7 @@ import logging
 
 from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
+from bot.handlers.environment import planned_setup
 from bot.handlers.epic import PLAN_CHILD_JOB
 from bot.handlers.plan_io import DEFAULT_TRIGGER, save_plan, update_plan
 from bot.handlers.session import Session, session_for_event, session_for_job
@@ -110,8 +111,10 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
         await session.reply(messages.planning_failed(exc.message))
         return
     config = session.config
+    setup, setup_source = await planned_setup(session)
 
     def with_planning(state: PlanState) -> PlanState:
+        state = state.model_copy(update={"setup": setup, "setup_source": setup_source})
         if planning is None:
             return state
         return state.model_copy(

@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from bot.envsetup import MANIFESTS, detect_setup
 from bot.errors import WorkspaceError
 from bot.gates.report import conclusion
 from bot.orchestration.run import Run, batch_base
@@ -20,6 +22,7 @@ from bot.publishing.batch import merge_batch
 from bot.publishing.github import with_batch
 from bot.state import BatchState, PlanState
 from bot.workspace.git import GitResult, git_env, run_git
+from bot.workspace.process import uv_program
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,27 @@ async def repo_root(path: Path) -> Path:
     if head.returncode != 0:
         raise WorkspaceError(f"{root} has no commits yet: commit your code first, the run starts from HEAD")
     return root
+
+
+async def planned_setup(
+    root: Path, ref: str, configured: list[str] | None, *, tool_path: str | None
+) -> dict[str, Any]:
+    """The plan's `setup`/`setup_source`: the configured commands, else detected at `ref`."""
+    if configured is not None:
+        return {"setup": list(configured), "setup_source": "configured" if configured else "none"}
+    listed = await user_git(root, "ls-tree", "--name-only", "-z", ref, check=False)
+    names = [n for n in listed.stdout.split("\0") if n]
+
+    def read(name: str) -> str | None:
+        return texts.get(name)
+
+    texts: dict[str, str | None] = {}
+    for name in MANIFESTS:
+        if name in names:
+            shown = await user_git(root, "show", f"{ref}:{name}", check=False)
+            texts[name] = shown.stdout if shown.returncode == 0 else None
+    commands = detect_setup(names, read, uv=uv_program(tool_path) is not None)
+    return {"setup": commands, "setup_source": "detected" if commands else "none"}
 
 
 async def current_branch(root: Path) -> str:

@@ -69,6 +69,13 @@ def plan_view(state: PlanState) -> RenderableType:
     if prd.summary:
         parts.append(Text(prd.summary))
     parts += [table, batches, dependency_tree(state)]
+    if state.setup:
+        parts.append(
+            Text(
+                f"Environment ({state.setup_source}, before each story, with network): "
+                + " && ".join(state.setup)
+            )
+        )
     if state.warnings:
         parts.append(Text("\n".join(f"warning: {w}" for w in state.warnings), style="yellow"))
     return Group(*parts)

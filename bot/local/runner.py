@@ -217,7 +217,8 @@ async def start_run(request: RunRequest, ctx: LocalContext) -> int:
         prd, source, warnings = result.prd, "llm", list(result.warnings)
     now = ctx.clock()
     state = new_plan(repo=f"local/{root.name}", issue=0, prd=prd, at=now, source=source)  # type: ignore[arg-type]
-    state = state.model_copy(update={"warnings": warnings})
+    setup = await repo_git.planned_setup(root, base, config.setup, tool_path=ctx.tool_path)
+    state = state.model_copy(update={"warnings": warnings, **setup})
     approved = approve(state, batch=request.approve_batch, at=now)
     preflight(approved, config, registry_for(config, ctx))
     ctx.console.print(plan_view(state))

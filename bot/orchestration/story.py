@@ -12,34 +12,27 @@ from bot.agent.prompt import story_prompt
 from bot.agent.repomap import repo_map
 from bot.errors import AgentError, WorkspaceError
 from bot.gates.detect import GateSpec, gates_from_config
-from bot.gates.report import GateResult, failure_feedback
+from bot.gates.report import GateResult, conclusion, failure_feedback
 from bot.gates.run import run_gates
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
+from bot.orchestration.setup import (
+    SETUP_GATE,
+    gate_confinement,
+    prepare,
+    report_setup,
+    setup_failure,
+    setup_variables,
+    shared_dirs,
+    tool_env,
+)
 from bot.plan import Story
 from bot.state import StoryStatus
-from bot.workspace.jail import Confinement
 from bot.workspace.policy import policy_violations, protected_paths, revert, violation_feedback
-from bot.workspace.process import scrubbed_env
 from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree
 
 log = logging.getLogger(__name__)
-
-
-def tool_env(run: Run, home: Path) -> dict[str, str]:
-    """The scrubbed environment agents and gates run with (no token, no key)."""
-    return scrubbed_env(home=home, extra={"PATH": run.tool_path} if run.tool_path else None)
-
-
-async def gate_confinement(run: Run, wt: Worktree, home: Path) -> Confinement:
-    """Where a gate runs: the run's sandbox, no network, `.git` and denied paths read-only."""
-    return run.sandbox.confinement(
-        worktree=wt.path,
-        home=home,
-        repo_setting=run.config.agent.sandbox,
-        readonly=await protected_paths(wt, run.config.paths.deny),
-    )
 
 
 def gate_specs(run: Run, story: Story, root: Path) -> list[GateSpec]:
@@ -81,6 +74,10 @@ async def run_story(
         worktree = await add_worktree(
             run.mirror, branch=branch, base_ref=base_ref, path=path, reset=done is None
         )
+        setup = await prepare(run, worktree, home)
+        if setup is not None and not setup.passed:
+            await _setup_failed(run, story_id, setup, head=await head_sha(worktree))
+            return
         await _attempts(
             run,
             story,
@@ -92,12 +89,22 @@ async def run_story(
             first_phase=phase,
             feedback=feedback,
             committed=done,
+            setup=setup,
         )
     except (WorkspaceError, AgentError) as exc:
         log.warning("story %s failed: %s", story_id, exc.message)
         await run.story(story_id, important=True, status=StoryStatus.FAILED, reason=exc.message)
     finally:
         await cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home)
+
+
+async def _setup_failed(run: Run, story_id: str, result: GateResult, *, head: str) -> None:
+    """The story fails without its agent: setup is reported on the commit it ran on."""
+    log.warning("story %s: setup failed (exit %s)", story_id, result.exit_code)
+    record = run.state.stories[story_id]
+    await run.story(story_id, gates={**record.gates, SETUP_GATE: conclusion(result)})
+    await report_setup(run, result, scope=story_id, head=head)
+    await run.story(story_id, important=True, status=StoryStatus.FAILED, reason=setup_failure(result))
 
 
 async def cleanup(worktree: Worktree, home: Path) -> None:
@@ -130,10 +137,12 @@ async def _attempts(
     first_phase: Phase = "implementation",
     feedback: str | None = None,
     committed: str | None = None,
+    setup: GateResult | None = None,
 ) -> None:
     """Agent, commit, push, gates; again with the failure fed back, up to `gates.max_retries`.
 
     With `committed` (a resumed story's existing commit) the first round skips the agent.
+    `setup` (the worktree's passed setup) is reported beside the gates of each commit.
     """
     max_attempts = 1 + run.config.gates.max_retries
     attempt = start
@@ -189,6 +198,10 @@ async def _attempts(
         if sha is not None and run.push:
             await _push(run, wt.branch, head)
             await run.reached("pushed", story.id)
+        if setup is not None:  # each commit's checks show the environment its gates ran in
+            gates = run.state.stories[story.id].gates
+            await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
+            await report_setup(run, setup, scope=story.id, head=head)
         results = await _gates(run, story, wt, home, head, attempt)
         failed = [r for r in results if not r.passed]
         if result.status != "finished" and not results:
@@ -256,6 +269,8 @@ async def _run_agent(
         protected=await protected_paths(wt, run.config.paths.deny),
         transcript_path=transcript,
         path=run.tool_path,
+        env=setup_variables(run, wt, home),
+        shared=shared_dirs(run),
     )
     result = await agent.run(task)
     record = run.state.stories[story.id]
@@ -285,8 +300,6 @@ async def _gates(
         return handle
 
     async def finished(spec: GateSpec, handle: object, result: GateResult, annotations: list) -> None:  # type: ignore[type-arg]
-        from bot.gates.report import conclusion
-
         record = run.state.stories[story.id]
         await run.story(story.id, gates={**record.gates, spec.name: conclusion(result)})
         await run.reporter.gate_finished(
@@ -296,7 +309,7 @@ async def _gates(
     return await run_gates(
         specs,
         cwd=wt.path,
-        env=tool_env(run, home),
+        env=tool_env(run, wt, home),
         default_timeout=run.config.gates.timeout_seconds,
         attempt=attempt,
         started=started,

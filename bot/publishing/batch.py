@@ -159,13 +159,19 @@ async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str
 async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> list[GateResult]:
     from bot.gates.detect import GateSpec
     from bot.gates.run import run_gates
-    from bot.orchestration.story import gate_confinement, gate_specs, tool_env
+    from bot.orchestration.setup import gate_confinement, prepare, report_setup, tool_env
+    from bot.orchestration.story import gate_specs
 
     root = wt.path
     specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
     home = run.work_root / f".home-batch-{batch}"
     home.mkdir(parents=True, exist_ok=True)
     scope = f"batch-{batch}"
+    setup = await prepare(run, wt, home)
+    if setup is not None:
+        await report_setup(run, setup, scope=scope, head=head)
+        if not setup.passed:  # no environment: the gates would fail for the wrong reason
+            return [setup]
 
     async def started(spec: GateSpec) -> object:
         return await run.reporter.gate_started(scope=scope, gate=spec, head_sha=head, attempt=1)
@@ -178,7 +184,7 @@ async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> l
     return await run_gates(
         specs,
         cwd=root,
-        env=tool_env(run, home),
+        env=tool_env(run, wt, home),
         default_timeout=run.config.gates.timeout_seconds,
         attempt=1,
         started=started,

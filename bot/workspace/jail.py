@@ -112,6 +112,8 @@ class Confinement:
     tools: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     registry: ProcessRegistry | None = None
+    writable: tuple[Path, ...] = ()
+    """More read-write directories (a repository's package caches, for setup only)."""
 
     def argv(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
         """`argv` wrapped in bubblewrap (unchanged when not confined)."""
@@ -124,7 +126,7 @@ class Confinement:
         for path in self.hidden:  # server paths that would otherwise show through a mounted tree
             if _under_system(path) or any(path.is_relative_to(t) for t in tools):
                 args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
-        for writable in (self.worktree, self.home):
+        for writable in (self.worktree, self.home, *self.writable):
             if writable is not None:
                 args += ["--bind", str(writable), str(writable)]
         if self.worktree is not None and not cwd.is_relative_to(self.worktree):
@@ -167,6 +169,8 @@ class Sandbox:
     """External CLI agents may reach the network (their model's API); never builtin agents or gates."""
     agent_env: Mapping[str, str] = field(default_factory=dict)
     """Variables handed to external agents (`PLAN_CASCADE_AGENT_ENV`): visible to those agents."""
+    setup_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables handed to setup commands (`PLAN_CASCADE_SETUP_ENV`, e.g. a private package index)."""
 
     def problem(self) -> str | None:
         """Why bubblewrap cannot confine processes here (None when it can)."""
@@ -187,6 +191,7 @@ class Sandbox:
         network: bool = False,
         readonly: Sequence[Path] = (),
         tools: Sequence[Path] = (),
+        writable: Sequence[Path] = (),
     ) -> Confinement:
         """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run."""
         mode = self.effective(repo_setting)
@@ -207,4 +212,5 @@ class Sandbox:
             tools=tuple(tools),
             hidden=self.hidden,
             registry=self.registry,
+            writable=tuple(writable),
         )

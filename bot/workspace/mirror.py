@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bot.envsetup import ENV_DIRS
 from bot.errors import WorkspaceError
 from bot.workspace.git import GitResult, PushRejected, failure_message, git_env, run_git
 
@@ -127,6 +128,7 @@ class Mirror:
 
     async def _ensure_locked(self) -> None:
         if self.exists():
+            self.exclude_environments()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         staging = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
@@ -141,10 +143,22 @@ class Mirror:
             ):
                 await run_git(["config", "--local", key, value], cwd=staging, env=self.local_env())
             os.rename(staging, self.path)
+            self.exclude_environments()
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
         await self.git("fetch", "--prune", "origin", remote=True)
+
+    def exclude_environments(self) -> None:
+        """Keep what setup installs in a worktree (`.venv/`, `node_modules/`) out of every commit."""
+        if not self.exists():
+            return  # the clone writes it when it is made
+        exclude = self.path / "info" / "exclude"
+        wanted = "".join(f"/{d}\n" for d in ENV_DIRS)
+        current = exclude.read_text(errors="replace") if exclude.is_file() else ""
+        if wanted not in current:
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            exclude.write_text(current + ("" if current.endswith("\n") or not current else "\n") + wanted)
 
     async def fetch(self) -> None:
         """Clone if needed, then ``git fetch --prune origin`` into ``refs/remotes/origin/*``."""

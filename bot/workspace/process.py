@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
+import shutil
 import signal
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,6 +50,11 @@ class ProcessResult(BaseModel):
     timed_out: bool = Field(description="The command hit its timeout and its process group was killed.")
     truncated: bool = Field(description="Part of the output was cut out to respect the limit.")
     duration_s: float = Field(description="Wall-clock seconds from start to the last byte of output.")
+
+
+def uv_program(tool_path: str | None) -> str | None:
+    """uv on the tool PATH or beside the bot's own Python (it is installed with Plan Cascade)."""
+    return shutil.which("uv", path=f"{tool_path or SAFE_PATH}:{Path(sys.executable).parent}")
 
 
 def scrubbed_env(

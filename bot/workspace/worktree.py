@@ -108,6 +108,7 @@ async def add_worktree(
 
 
 async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path, reset: bool) -> Worktree:
+    mirror.exclude_environments()
     if (path / ".git").exists():
         if not reset and await _current_branch(path, mirror) == branch:
             return Worktree(path=path, branch=branch, mirror=mirror)

@@ -1,0 +1,137 @@
+"""A worktree's environment: the plan's setup commands, and what agents and gates then run with.
+
+Setup runs once per worktree (each story's, each batch's integration worktree, a gate re-run's),
+in the sandbox like a gate but **with network**. Its package caches (uv, pip, npm, yarn, Go
+modules, Cargo) live under `<data dir>/cache/<repository>`: one repository's cache never serves
+another's. Agents and gates then run without network, with the environment's tools
+(`.venv/bin`, `node_modules/.bin`) first on PATH and the caches read-only. Setup is reported as
+the check run `plan-cascade / <scope> / setup`; a failed setup fails the story with "setup
+failed" and is not retried: the agent cannot fix the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bot.envsetup import setup_env, with_env_path
+from bot.gates.detect import GateSpec
+from bot.gates.report import GateResult
+from bot.gates.run import run_gate
+from bot.orchestration.run import Run
+from bot.workspace.jail import Confinement
+from bot.workspace.mirror import mirror_slug
+from bot.workspace.policy import protected_paths
+from bot.workspace.process import scrubbed_env, uv_program
+from bot.workspace.worktree import Worktree
+
+SETUP_GATE = "setup"
+SETUP_FAILED = "setup failed"
+"""How every story failure reason caused by setup begins (the plan comment and PR body show it)."""
+SETUP_OUTPUT_CHARS = 60_000
+_first_setup: dict[tuple[int, Path], asyncio.Lock] = {}
+"""Per cache: held by a repository's first setup in this process, so parallel stories wait for it
+and then install from the filled cache instead of all downloading the same packages at once."""
+_warm: set[Path] = set()
+
+
+def setup_spec(run: Run) -> GateSpec:
+    """The plan's setup commands as one gate-like command (stops at the first failure)."""
+    return GateSpec(name=SETUP_GATE, kind="setup", command="set -e\n" + "\n".join(run.state.setup))
+
+
+def cache_root(run: Run) -> Path:
+    """This repository's package caches (created on first use)."""
+    root = run.mirror.root / "cache" / mirror_slug(run.mirror.clone_url)
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def shared_dirs(run: Run) -> list[Path]:
+    """Directories agents and gates see read-only outside their worktree: the repository's caches.
+
+    A virtualenv made by uv may link to a Python uv installed into the cache, and node tools
+    read theirs, so both need them; none may write them.
+    """
+    return [cache_root(run)] if run.state.setup else []
+
+
+def setup_variables(run: Run, wt: Worktree, home: Path) -> dict[str, str]:
+    """What setup adds to the environment of this worktree's agents and gates (none without setup)."""
+    return setup_env(wt.path, cache_root(run), home=home) if run.state.setup else {}
+
+
+def tool_env(run: Run, wt: Worktree, home: Path) -> dict[str, str]:
+    """The scrubbed environment agents and gates run with (no token, no key), plus setup's."""
+    base = scrubbed_env(home=home, extra={"PATH": run.tool_path} if run.tool_path else None)
+    return with_env_path(base, setup_variables(run, wt, home))
+
+
+async def gate_confinement(run: Run, wt: Worktree, home: Path) -> Confinement:
+    """Where a gate runs: the run's sandbox, no network, `.git`, denied paths and caches read-only."""
+    return run.sandbox.confinement(
+        worktree=wt.path,
+        home=home,
+        repo_setting=run.config.agent.sandbox,
+        readonly=[*await protected_paths(wt, run.config.paths.deny), *shared_dirs(run)],
+    )
+
+
+async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
+    """Run the plan's setup commands in `wt`; their result (None when the plan has none).
+
+    With network and the caches writable; without any secret of ours: the environment is the
+    scrubbed one plus the caches' variables and the operator's `PLAN_CASCADE_SETUP_ENV`.
+    """
+    if not run.state.setup:
+        return None
+    caches = cache_root(run)
+    env = {**tool_env(run, wt, home), "UV_PYTHON_INSTALL_DIR": str(caches / "uv-python")}
+    env.update(run.sandbox.setup_env)
+    uv = uv_program(run.tool_path)
+    if uv is not None:  # uv comes with Plan Cascade: setup finds it after the tools of the PATH
+        env["PATH"] = f"{env['PATH']}:{Path(uv).parent}"
+    confinement = run.sandbox.confinement(
+        worktree=wt.path,
+        home=home,
+        repo_setting=run.config.agent.sandbox,
+        network=True,
+        readonly=await protected_paths(wt, run.config.paths.deny),
+        writable=[caches],
+    )
+
+    async def setup() -> GateResult:
+        result, _ = await run_gate(
+            setup_spec(run),
+            cwd=wt.path,
+            env=env,
+            default_timeout=run.config.setup_timeout_seconds,
+            attempt=1,
+            confinement=confinement,
+            output_limit=SETUP_OUTPUT_CHARS,
+        )
+        return result
+
+    if caches in _warm:
+        return await setup()
+    async with _first_setup.setdefault((id(asyncio.get_running_loop()), caches), asyncio.Lock()):
+        result = await setup()
+        if result.passed:
+            _warm.add(caches)
+        return result
+
+
+async def report_setup(run: Run, result: GateResult, *, scope: str, head: str) -> None:
+    """The setup check run `plan-cascade / <scope> / setup` on `head`, completed at once."""
+    spec = setup_spec(run)
+    handle = await run.reporter.gate_started(scope=scope, gate=spec, head_sha=head, attempt=1)
+    await run.reporter.gate_finished(
+        handle, scope=scope, gate=spec, result=result, annotations=[], head_sha=head
+    )
+
+
+def setup_failure(result: GateResult) -> str:
+    """The story's failure reason for a failed setup, with the output's tail."""
+    why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
+    tail = result.output.strip()[-1500:]
+    return f"{SETUP_FAILED} ({why}): the agent was not run, the environment could not be prepared.\n{tail}"
