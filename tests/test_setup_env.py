@@ -127,6 +127,22 @@ def check_runs(h: Harness) -> dict[str, list]:  # type: ignore[type-arg]
     return found
 
 
+async def rerequest(h: Harness, run) -> None:  # type: ignore[no-untyped-def]
+    """A maintainer presses *Re-run* on a check run."""
+    from bot.testing.deliveries import load_fixture
+    from tests.harness import INSTALLATION
+
+    payload = load_fixture("check_run.rerequested.1")
+    payload["repository"]["full_name"] = REPO
+    payload["installation"] = {"id": INSTALLATION}
+    payload["check_run"].update(
+        {"id": run.id, "name": run.name, "head_sha": run.head_sha, "external_id": run.external_id}
+    )
+    payload["sender"].update({"login": "maint", "type": "User"})
+    await h.deliver("check_run", payload)
+    await h.drain()
+
+
 @needs_bwrap
 async def test_detected_setup_makes_the_detected_test_gate_pass_and_the_cache_serves_the_second_story(
     tmp_path: Path, index: PackageIndex, monkeypatch: pytest.MonkeyPatch
@@ -150,6 +166,13 @@ async def test_detected_setup_makes_the_detected_test_gate_pass_and_the_cache_se
             assert [r.conclusion for r in runs[f"plan-cascade / {story} / setup"]] == ["success"]
             assert [r.conclusion for r in runs[f"plan-cascade / {story} / test"]] == ["success"]
         assert "1 passed" in runs["plan-cascade / STORY-001 / test"][0].output["text"]
+        # The Re-run button of a gate prepares a fresh worktree's environment first.
+        await rerequest(h, runs["plan-cascade / STORY-002 / test"][0])
+        again = check_runs(h)
+        assert [r.conclusion for r in again["plan-cascade / STORY-002 / test"]] == ["success", "success"]
+        assert len(again["plan-cascade / STORY-002 / setup"]) == 1  # a passing setup is not reported again
+        await rerequest(h, runs["plan-cascade / STORY-002 / setup"][0])
+        assert [r.conclusion for r in check_runs(h)["plan-cascade / STORY-002 / setup"]] == ["success"] * 2
     # Five worktrees installed tinydep (three stories, two batches' integration gates): one download.
     assert downloads_of(index, "tinydep") - before == 1
     assert downloads_of(index, "pytest") <= 1
@@ -255,3 +278,24 @@ def test_uv_ships_with_plan_cascade_and_setup_finds_it() -> None:
     found = uv_program(None)
     assert found is not None
     assert subprocess.run([found, "--version"], capture_output=True, check=True).stdout.startswith(b"uv ")
+
+
+async def test_a_failing_integration_setup_is_reported_instead_of_the_integration_gates(
+    tmp_path: Path,
+) -> None:
+    # Setup fails only where story-001.txt exists: in batch 1's merged (integration) worktree.
+    extra = (
+        'setup:\n  - "if [ -f story-001.txt ]; then echo merged env broken >&2; exit 4; fi"\n'
+        "gates:\n  detect: false\n  integration: true\n  custom:\n    - name: files\n"
+        '      command: "ls story-*.txt"\n'
+    )
+    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SANDBOX="off") as h:
+        await plan_and_run(h, tmp_path, {"README.md": "# demo\n"}, extra=extra)
+        runs = check_runs(h)
+        assert [r.conclusion for r in runs["plan-cascade / STORY-002 / setup"]] == ["success"]
+        [integration] = runs["plan-cascade / batch-1 / setup"]
+        assert integration.conclusion == "failure"
+        assert "merged env broken" in integration.output["text"]
+        assert "plan-cascade / batch-1 / files" not in runs  # not blamed: it never ran
+        [pull] = h.fake.repo(REPO).pulls.values()
+        assert pull.draft
