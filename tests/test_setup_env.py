@@ -280,7 +280,7 @@ def test_uv_ships_with_plan_cascade_and_setup_finds_it() -> None:
     assert subprocess.run([found, "--version"], capture_output=True, check=True).stdout.startswith(b"uv ")
 
 
-async def test_a_failing_integration_setup_is_reported_instead_of_the_integration_gates(
+async def test_a_failing_integration_setup_is_reported_instead_of_integration_gates(
     tmp_path: Path,
 ) -> None:
     # Setup fails only where story-001.txt exists: in batch 1's merged (integration) worktree.
