@@ -63,6 +63,7 @@ GateName = Annotated[
     Expect('a name of lowercase letters, digits, "-" and "_", starting with a letter or digit'),
 ]
 NonEmpty = Annotated[str, Field(min_length=1)]
+SetupCommand = Annotated[str, Field(min_length=1, max_length=2000)]
 
 
 class _Section(BaseModel):
@@ -248,8 +249,9 @@ class RepoConfig(_Section):
         1, ge=1, description="Approvals a plan needs before implementation starts."
     )
     plan_pr: bool = Field(False, description="Also open a draft PR with .plan-cascade/<issue>/prd.yaml.")
-    setup: list[NonEmpty] | None = Field(
+    setup: list[SetupCommand] | None = Field(
         None,
+        max_length=30,
         description="Shell commands that prepare each story's environment; null = detect, [] = none.",
     )
     setup_timeout_seconds: int = Field(

@@ -85,7 +85,10 @@ def test_node_go_rust_and_nothing() -> None:
 def test_setup_config_is_validated() -> None:
     assert load_repo_config("setup: []\n").setup == []
     assert load_repo_config("setup: ['make deps']\nsetup_timeout_seconds: 60\n").setup == ["make deps"]
-    for bad in ("setup: make deps\n", "setup: ['']\n", "setup_timeout_seconds: 5\n", "setup: [{a: 1}]\n"):
+    too_many = "setup: [" + ", ".join(["make"] * 31) + "]\n"
+    too_long = f"setup: ['{'x' * 2001}']\n"
+    bad_ones = ("setup: make deps\n", "setup: ['']\n", "setup_timeout_seconds: 5\n", "setup: [{a: 1}]\n")
+    for bad in (*bad_ones, too_many, too_long):
         with pytest.raises(RepoConfigError):
             load_repo_config(bad)
 
