@@ -12,8 +12,9 @@ out of commits; package caches live under the data dir, one set per repository.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
+from typing import Literal
 
 ENV_DIRS = (".venv/", "node_modules/")
 """Directories setup creates in a worktree: never committed (the mirror's info/exclude)."""
@@ -26,6 +27,27 @@ PYTHON_REQUIREMENTS = (
 )
 MANIFESTS = ("pyproject.toml", "package.json")
 """Files whose content detection reads; for the others, being there is enough."""
+SetupSource = Literal["configured", "detected", "none"]
+
+
+async def planned_setup(
+    configured: Collection[str] | None,
+    top_level: Callable[[], Awaitable[Collection[str]]],
+    read: Callable[[str], Awaitable[str | None]],
+    *,
+    uv: bool,
+) -> tuple[list[str], SetupSource]:
+    """A new plan's setup: `configured` (the `setup:` key) when set, else detected.
+
+    `top_level` lists the repository's top-level files and `read` gives one's text at the
+    plan's base; they are asked only when detecting.
+    """
+    if configured is not None:
+        return list(configured), "configured" if configured else "none"
+    paths = await top_level()
+    texts = {name: await read(name) for name in MANIFESTS if name in paths}
+    commands = detect_setup(paths, texts.get, uv=uv)
+    return commands, "detected" if commands else "none"
 
 
 def detect_setup(paths: Collection[str], read: Callable[[str], str | None], *, uv: bool) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.envsetup import MANIFESTS, detect_setup
+from bot.envsetup import planned_setup as choose_setup
 from bot.errors import WorkspaceError
 from bot.gates.report import conclusion
 from bot.orchestration.run import Run, batch_base
@@ -58,21 +58,17 @@ async def planned_setup(
     root: Path, ref: str, configured: list[str] | None, *, tool_path: str | None
 ) -> dict[str, Any]:
     """The plan's `setup`/`setup_source`: the configured commands, else detected at `ref`."""
-    if configured is not None:
-        return {"setup": list(configured), "setup_source": "configured" if configured else "none"}
-    listed = await user_git(root, "ls-tree", "--name-only", "-z", ref, check=False)
-    names = [n for n in listed.stdout.split("\0") if n]
 
-    def read(name: str) -> str | None:
-        return texts.get(name)
+    async def top_level() -> list[str]:
+        listed = await user_git(root, "ls-tree", "--name-only", "-z", ref, check=False)
+        return [n for n in listed.stdout.split("\0") if n]
 
-    texts: dict[str, str | None] = {}
-    for name in MANIFESTS:
-        if name in names:
-            shown = await user_git(root, "show", f"{ref}:{name}", check=False)
-            texts[name] = shown.stdout if shown.returncode == 0 else None
-    commands = detect_setup(names, read, uv=uv_program(tool_path) is not None)
-    return {"setup": commands, "setup_source": "detected" if commands else "none"}
+    async def read(name: str) -> str | None:
+        shown = await user_git(root, "show", f"{ref}:{name}", check=False)
+        return shown.stdout if shown.returncode == 0 else None
+
+    commands, source = await choose_setup(configured, top_level, read, uv=uv_program(tool_path) is not None)
+    return {"setup": commands, "setup_source": source}
 
 
 async def current_branch(root: Path) -> str:
