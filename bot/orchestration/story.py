@@ -101,10 +101,14 @@ async def run_story(
 async def _setup_failed(run: Run, story_id: str, result: GateResult, *, head: str) -> None:
     """The story fails without its agent: setup is reported on the commit it ran on."""
     log.warning("story %s: setup failed (exit %s)", story_id, result.exit_code)
-    record = run.state.stories[story_id]
-    await run.story(story_id, gates={**record.gates, SETUP_GATE: conclusion(result)})
     await report_setup(run, result, scope=story_id, head=head)
-    await run.story(story_id, important=True, status=StoryStatus.FAILED, reason=setup_failure(result))
+    await run.story(
+        story_id,
+        important=True,
+        status=StoryStatus.FAILED,
+        reason=setup_failure(result),
+        gates={**run.state.stories[story_id].gates, SETUP_GATE: conclusion(result)},
+    )
 
 
 async def cleanup(worktree: Worktree, home: Path) -> None:
