@@ -19,6 +19,25 @@ from bot.github.models import CheckRun, PullCommit, PullRequest, ReviewComment
 from bot.redaction import redact, redact_value
 
 
+def _check_run_fields(
+    status: str | None,
+    conclusion: str | None,
+    external_id: str | None,
+    details_url: str | None,
+    output: Mapping[str, Any] | None,
+    actions: Sequence[Mapping[str, str]] | None,
+) -> dict[str, Any]:
+    """The fields a check run is created or updated with: the ones given, output redacted."""
+    return drop_none(
+        status=status,
+        conclusion=conclusion,
+        external_id=external_id,
+        details_url=details_url,
+        output=redact_value(dict(output)) if output is not None else None,
+        actions=[dict(action) for action in actions] if actions is not None else None,
+    )
+
+
 class PullsAndChecks:
     """Checks, pull requests and Actions dispatches over the same githubkit client."""
 
@@ -45,16 +64,11 @@ class PullsAndChecks:
         actions: Sequence[Mapping[str, str]] | None = None,
     ) -> CheckRun:
         owner, repo_name = split_repo(repo)
-        body = drop_none(
-            name=name,
-            head_sha=head_sha,
-            status=status,
-            conclusion=conclusion,
-            external_id=external_id,
-            details_url=details_url,
-            output=redact_value(dict(output)) if output is not None else None,
-            actions=[dict(action) for action in actions] if actions is not None else None,
-        )
+        body = {
+            "name": name,
+            "head_sha": head_sha,
+            **_check_run_fields(status, conclusion, external_id, details_url, output, actions),
+        }
         await self._pace()
         with github_errors(f"create check run {name!r} in {repo}"):
             resp = await self._github.rest.checks.async_create(
@@ -75,14 +89,7 @@ class PullsAndChecks:
         actions: Sequence[Mapping[str, str]] | None = None,
     ) -> CheckRun:
         owner, name = split_repo(repo)
-        body = drop_none(
-            status=status,
-            conclusion=conclusion,
-            external_id=external_id,
-            details_url=details_url,
-            output=redact_value(dict(output)) if output is not None else None,
-            actions=[dict(action) for action in actions] if actions is not None else None,
-        )
+        body = _check_run_fields(status, conclusion, external_id, details_url, output, actions)
         await self._pace()
         with github_errors(f"update check run {check_run_id} in {repo}"):
             resp = await self._github.rest.checks.async_update(
