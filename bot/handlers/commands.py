@@ -23,7 +23,7 @@ from bot.permissions import is_bot
 from bot.rendering import messages
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.state import PlanState, PlanStatus, StoryStatus, transition, update_story
+from bot.state import PlanState, PlanStatus, StoryStatus, transition
 
 router = Router()
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ async def _retry_or_skip(session: Session, cmd: Command, author: Author, *, skip
     if not verdict.allowed:
         await session.refuse(author.login, verdict)
         return
-    from bot.plan import transitive_dependents
+    from bot.orchestration.scheduler import resume
 
     actor, at = author.login, session.services.clock()
 
@@ -213,20 +213,10 @@ async def _retry_or_skip(session: Session, cmd: Command, author: Author, *, skip
                 f"`{name}` acts on a failed or paused plan; "
                 f"this one is {state.status.value.replace('_', ' ')}"
             )
-        unknown = [s for s in cmd.stories if s not in state.stories]
-        if unknown:
-            raise StateError(f"unknown stories: {', '.join(unknown)}")
-        for sid in cmd.stories:
-            if skip:
-                state = update_story(state, sid, status=StoryStatus.SKIPPED, reason=f"skipped by @{actor}")
-            else:
-                state = update_story(state, sid, status=StoryStatus.PENDING, reason=None, attempts=0)
-            # Dependents skipped because this story failed may run again.
-            for dep in transitive_dependents(state.prd, sid):
-                if state.stories[dep].status == StoryStatus.SKIPPED and (
-                    state.stories[dep].reason or ""
-                ).startswith("depends on"):
-                    state = update_story(state, dep, status=StoryStatus.PENDING, reason=None)
+        if skip:
+            state = resume(state, skip=cmd.stories, actor=actor)
+        else:
+            state = resume(state, retry=cmd.stories, actor=actor)
         return transition(
             state, PlanStatus.RUNNING, at=at, note=f"{name} {' '.join(cmd.stories)} by @{actor}"
         )
