@@ -64,6 +64,11 @@ class Approval(BaseModel):
     via: Literal["reaction", "command", "review"] = Field(description="How the approval was given.")
     plan_hash: str = Field(description="The plan revision hash the approval binds to.")
     scope: list[str] = Field(default_factory=list, description="Story ids approved; empty means all.")
+    revision: int | None = Field(
+        default=None,
+        description="The revision number approved: a new revision with the same PRD (a reflection "
+        "that only retries) needs a fresh approval. None only in state written before it was recorded.",
+    )
 
 
 class StoryState(BaseModel):
@@ -162,7 +167,11 @@ class PlanState(BaseModel):
 
     def current_approvals(self) -> list[Approval]:
         """Approvals that bind to the current revision (older ones are stale)."""
-        return [a for a in self.approvals if a.plan_hash == self.plan_hash]
+        return [a for a in self.approvals if self.binds(a)]
+
+    def binds(self, approval: Approval) -> bool:
+        """Whether `approval` is for this revision: the same PRD and the same revision number."""
+        return approval.plan_hash == self.plan_hash and approval.revision in (None, self.revision)
 
 
 # -- transitions --------------------------------------------------------------------
@@ -217,6 +226,12 @@ def revise(
             "the plan is completed: label the issue again or comment `/plan-cascade plan` to start a new one"
         )
     moved = transition(state, PlanStatus.AWAITING_APPROVAL, at=at) if state.status != S.DRAFT else state
+    # Approvals name the revision they were given for, so a new revision with the same PRD
+    # (a reflection that only retries) does not inherit them.
+    stamped = [
+        a if a.revision is not None else a.model_copy(update={"revision": state.revision})
+        for a in state.approvals
+    ]
     kept = {sid: st for sid, st in state.stories.items() if st.status == StoryStatus.PASSED}
     stories = {s.id: kept.get(s.id, StoryState()) for s in prd.stories}
     return moved.model_copy(
@@ -224,6 +239,7 @@ def revise(
             "prd": prd,
             "plan_hash": revision_hash(prd),
             "revision": state.revision + 1,
+            "approvals": stamped,
             "approved_scope": [],
             "stories": stories,
             "batches": [BatchState(number=i + 1) for i in range(len(compute_batches(prd)))],
@@ -300,9 +316,8 @@ def add_approval(state: PlanState, approval: Approval) -> tuple[PlanState, str]:
         state.approved_scope
     ):
         return state, "already approved"
-    others = [
-        a for a in state.approvals if not (a.user == approval.user and a.plan_hash == approval.plan_hash)
-    ]
+    approval = approval.model_copy(update={"revision": state.revision})
+    others = [a for a in state.approvals if not (a.user == approval.user and state.binds(a))]
     approvals = [*others, approval]
     new = state.model_copy(update={"approvals": approvals})
     current = new.current_approvals()

@@ -191,6 +191,42 @@ async def test_reflection_turns_a_failure_into_a_revision_awaiting_approval(tmp_
     assert "split" in (state.note or "")
 
 
+async def test_a_reflection_that_only_retries_needs_a_fresh_approval(tmp_path: Path) -> None:
+    """Retrying unchanged gives revision N+1 the same PRD hash; revision N's approvals must not count."""
+    import json
+
+    from bot.llm import ScriptedLLM
+    from bot.state import Approval, add_approval
+
+    script = agent_script(tmp_path, "nope.sh", 'id=$(echo "$1" | tr A-Z a-z)\necho nope > "$2/$id.txt"\n')
+    reflection = {
+        "assessment": "on_track",
+        "summary": "A flaky failure; try again.",
+        "adjustments": [{"kind": "retry", "story_id": "STORY-001", "reason": "flaky"}],
+    }
+    first = approved_state(CHAIN).model_copy(update={"required_approvals": 2})
+    first, _ = add_approval(
+        first, Approval(user="other", at=first.created_at, via="command", plan_hash=first.plan_hash)
+    )
+    assert first.status == PlanStatus.APPROVED
+    run = make_run(
+        tmp_path,
+        make_remote(tmp_path),
+        first,
+        config_for(script, GATE + "  max_retries: 0\n"),
+        reflection_llm=ScriptedLLM([json.dumps(reflection)]),
+    )
+    state = await execute(run)
+    assert state.status == PlanStatus.AWAITING_APPROVAL and state.revision == 2
+    assert state.plan_hash == first.plan_hash, "the PRD did not change"
+    assert state.current_approvals() == []
+    # One fresh approval of two needed: revision 1's approvals do not fill the gap.
+    again, outcome = add_approval(
+        state, Approval(user="maint", at=state.updated_at, via="command", plan_hash=state.plan_hash)
+    )
+    assert outcome == "approval recorded; 1 more needed" and again.status == PlanStatus.AWAITING_APPROVAL
+
+
 async def test_no_secret_reaches_an_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_supersecret1234")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret5678")

@@ -150,7 +150,7 @@ async def poll_reactions(
     for reaction in page.reactions:
         if reaction.content != "+1" or reaction.id in ignored:
             continue
-        if any(a.user == reaction.user_login and a.plan_hash == state.plan_hash for a in state.approvals):
+        if any(a.user == reaction.user_login for a in state.current_approvals()):
             continue
         why = _reaction_problem(state, reaction.user_login, reaction.user_type, reaction.created_at)
         if why is None:

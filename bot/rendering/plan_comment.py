@@ -151,7 +151,7 @@ def _approvals(state: PlanState) -> list[dict[str, Any]]:
     return [
         {
             "approval": a,
-            "current": a.plan_hash == state.plan_hash,
+            "current": state.binds(a),
             "via": _VIA[a.via],
             "at": utc(a.at),
             "hash": short_hash(a.plan_hash),
