@@ -274,6 +274,29 @@ async def test_invalid_prd_block_gets_precise_problems(h: Harness) -> None:
     assert "STORY-003 → STORY-003" in reply
 
 
+async def test_a_maintainers_short_concrete_criteria_are_accepted_and_vague_ones_warned(h: Harness) -> None:
+    body = (
+        PRD.replace('["allow() returns False after 10 calls within 1 s"]', '["pytest passes"]')
+        .replace(
+            "[\"README has a 'Rate limits' section that names the 10/s default\"]",
+            '["calc/helpers.py exists"]',
+        )
+        .replace('["the 11th request within 1 s is answered 429"]', '["it works correctly"]')
+    )
+    assert "pytest passes" in body and "calc/helpers.py exists" in body and "it works correctly" in body
+    h.fake.repo(REPO).issues[1].body = body
+    await h.deliver("issues", labeled(number=1, sender="maint"))
+    await h.drain()
+    comment, state = await plan_state(h)
+    assert state.source == "prd-block" and state.status == PlanStatus.AWAITING_APPROVAL
+    # Only the criterion that names nothing checkable is a warning, shown in the plan comment.
+    assert state.warnings == [
+        'STORY-003 acceptance criterion "it works correctly" is vague: '
+        "say what is measured and the expected value"
+    ]
+    assert "it works correctly" in comment.body and "is vague" in comment.body
+
+
 async def test_database_wiped_then_state_rebuilt_from_the_comment(h: Harness, tmp_path: Path) -> None:
     await _planned(h)
     from sqlalchemy import delete

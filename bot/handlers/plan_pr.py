@@ -18,7 +18,15 @@ from bot.handlers.approval import record_approval
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session
 from bot.permissions import is_bot
-from bot.plan import PRD, changelog_lines, diff_prds, parse_prd, prd_to_yaml, revision_hash
+from bot.plan import (
+    PRD,
+    changelog_lines,
+    diff_prds,
+    parse_prd,
+    prd_to_yaml,
+    revision_hash,
+    vague_criteria,
+)
 from bot.plans import LoadedPlan
 from bot.rendering import messages
 from bot.routing import Event, Router
@@ -154,7 +162,9 @@ async def on_plan_pr_review(event: Event, services: Services) -> None:
         return
     assert session.config is not None
     try:
-        prd = await asyncio.to_thread(parse_prd, text, max_stories=session.config.limits.max_stories)
+        prd = await asyncio.to_thread(
+            parse_prd, text, max_stories=session.config.limits.max_stories, vague=False
+        )
     except PlanValidationError as exc:
         await _say(session, pr.number, messages.prd_invalid(exc.problems, "plan-pr"))
         return
@@ -202,7 +212,7 @@ async def _approve_file(session: Session, loaded: LoadedPlan, prd: PRD, *, appro
                 at=session.services.clock(),
                 changelog=changelog_lines(diff_prds(state.prd, prd)),
                 source="plan-pr",
-            )
+            ).model_copy(update={"warnings": vague_criteria(prd)})
 
         try:
             loaded = await update_plan(session, loaded, adopted)

@@ -18,7 +18,7 @@ from bot.handlers.epic import PLAN_CHILD_JOB
 from bot.handlers.plan_io import DEFAULT_TRIGGER, save_plan, update_plan
 from bot.handlers.session import Session, session_for_event, session_for_job
 from bot.permissions import is_bot
-from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd
+from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
 from bot.plans import LoadedPlan
 from bot.rendering import messages
 from bot.routing import Event, Router
@@ -87,7 +87,7 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
     source: PlanSource
     try:
         if block is not None:
-            prd = await asyncio.to_thread(parse_prd, block, max_stories=max_stories)
+            prd = await asyncio.to_thread(parse_prd, block, max_stories=max_stories, vague=False)
             source = "prd-block"
         else:
             from bot.handlers.llm_planning import plan_with_llm
@@ -115,8 +115,8 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
 
     def with_planning(state: PlanState) -> PlanState:
         state = state.model_copy(update={"setup": setup, "setup_source": setup_source})
-        if planning is None:
-            return state
+        if planning is None:  # a maintainer's own PRD: vague criteria are theirs to judge
+            return state.model_copy(update={"warnings": vague_criteria(prd)})
         return state.model_copy(
             update={
                 "planning_tokens": state.planning_tokens

@@ -30,7 +30,7 @@ from bot.local.publisher import LocalPublisher
 from bot.local.render import plan_view, summary_lines
 from bot.local.reporter import LocalReporter
 from bot.local.store import LocalRun, RunStore, run_id_for, slugify
-from bot.plan import PRD, parse_prd
+from bot.plan import PRD, parse_prd, vague_criteria
 from bot.repoconfig import CONFIG_PATH, RepoConfig, load_repo_config
 from bot.state import (
     Approval,
@@ -136,7 +136,7 @@ def read_prd(path: Path, *, max_stories: int) -> PRD:
             f"cannot read the PRD file {path} ({exc.strerror}): pass --prd with a PRD YAML or JSON file"
         ) from None
     try:
-        return parse_prd(text, max_stories=max_stories)
+        return parse_prd(text, max_stories=max_stories, vague=False)
     except PlanValidationError as exc:
         raise PlanValidationError(
             f"{path} is not a valid PRD: fix the lines below (`plan-cascade schema` prints the format)",
@@ -211,7 +211,7 @@ async def start_run(request: RunRequest, ctx: LocalContext) -> int:
         raise WorkspaceError(f"{root} has no branch {base!r}: fix execution.base_branch in {CONFIG_PATH}")
     if request.prd_file is not None:
         prd, source = read_prd(request.prd_file, max_stories=config.limits.max_stories), "prd-block"
-        warnings: list[str] = []
+        warnings: list[str] = vague_criteria(prd)
     else:
         result = await plan_description(root, request.description or "", config=config, ctx=ctx)
         prd, source, warnings = result.prd, "llm", list(result.warnings)

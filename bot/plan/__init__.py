@@ -28,7 +28,7 @@ from bot.plan.model import (
 )
 from bot.plan.prdblock import extract_prd_block
 from bot.plan.revision import canonical_json, revision_hash, short_hash
-from bot.plan.validate import DEFAULT_MAX_STORIES, is_vague, parse_prd, validate_prd
+from bot.plan.validate import DEFAULT_MAX_STORIES, is_vague, parse_prd, vague_criteria, validate_prd
 
 __all__ = [
     "DEFAULT_MAX_STORIES",
@@ -59,5 +59,6 @@ __all__ = [
     "revision_hash",
     "short_hash",
     "transitive_dependents",
+    "vague_criteria",
     "validate_prd",
 ]

@@ -37,7 +37,7 @@ FILLER_WORDS = frozenset(
     "performance efficient robust reliable secure clean implemented implementation tested "
     "feature features functionality code system app application module change changes story new "
     "api endpoint ui page service function method component library tool user users tests test "
-    "requirement requirements behaviour behavior".split()
+    "requirement requirements behaviour behavior pass passes passing green".split()
 )
 """Words that, next to vague phrases, still leave a criterion with nothing to measure."""
 
@@ -55,9 +55,10 @@ def _quote(text: str, limit: int = 80) -> str:
 
 
 def is_vague(criterion: str) -> bool:
-    """True if the criterion has under three words or only vague and filler words."""
-    if len(criterion.split()) < 3:
-        return True
+    """True if the criterion has only vague and filler words: nothing named that can be checked.
+
+    Short is not vague: "pytest passes" and "calc/helpers.py exists" name what is checked.
+    """
     words = " ".join(re.findall(r"\w+", criterion.lower().replace("-", " ")))
     rest = _VAGUE_RE.sub(" ", words).split()
     return not [word for word in rest if word not in FILLER_WORDS]
@@ -80,7 +81,22 @@ def _is_repo_relative(path: str) -> bool:
     return not (path.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", path) or ".." in parts)
 
 
-def _story_problems(index: int, story: Story, taken: set[str]) -> list[str]:
+def _vague_line(name: str, criterion: str) -> str:
+    what = "say what is measured and the expected value"
+    return f"{name} acceptance criterion {_quote(criterion)} is vague: {what}"
+
+
+def vague_criteria(prd: PRD) -> list[str]:
+    """One line per vague acceptance criterion (for a human-written PRD these are warnings)."""
+    return [
+        _vague_line(story.id, criterion)
+        for story in prd.stories
+        for criterion in story.acceptance_criteria
+        if criterion.strip() and is_vague(criterion)
+    ]
+
+
+def _story_problems(index: int, story: Story, taken: set[str], *, vague: bool = True) -> list[str]:
     problems: list[str] = []
     if not _ID_RE.match(story.id):
         suggestion = _suggest_id(index, story.id, taken)
@@ -96,11 +112,8 @@ def _story_problems(index: int, story: Story, taken: set[str]) -> list[str]:
     for number, criterion in enumerate(story.acceptance_criteria, start=1):
         if not criterion.strip():
             problems.append(f"{name} acceptance criterion {number} is empty")
-        elif is_vague(criterion):
-            problems.append(
-                f"{name} acceptance criterion {_quote(criterion)} is vague: "
-                "say what is measured and the expected value"
-            )
+        elif vague and is_vague(criterion):
+            problems.append(_vague_line(name, criterion))
     for path in story.files:
         if not path.strip():
             problems.append(f"{name} has an empty entry in files")
@@ -117,8 +130,12 @@ def _story_problems(index: int, story: Story, taken: set[str]) -> list[str]:
     return problems
 
 
-def validate_prd(prd: PRD, *, max_stories: int = DEFAULT_MAX_STORIES) -> list[str]:
-    """Every problem of the PRD, one actionable line each; an empty list means valid."""
+def validate_prd(prd: PRD, *, max_stories: int = DEFAULT_MAX_STORIES, vague: bool = True) -> list[str]:
+    """Every problem of the PRD, one actionable line each; an empty list means valid.
+
+    `vague=False` leaves vague acceptance criteria out (a human-written PRD: they are warnings,
+    see `vague_criteria`; a model's plan is sent back to the model for them).
+    """
     problems: list[str] = []
     if not prd.title.strip():
         problems.append("title: empty (give the plan a one-line title)")
@@ -131,7 +148,7 @@ def validate_prd(prd: PRD, *, max_stories: int = DEFAULT_MAX_STORIES) -> list[st
         )
     taken = {story.id for story in prd.stories}
     for index, story in enumerate(prd.stories):
-        problems.extend(_story_problems(index, story, taken))
+        problems.extend(_story_problems(index, story, taken, vague=vague))
     problems.extend(dependency_problems(prd.stories))
     return problems
 
@@ -192,10 +209,11 @@ def _error_line(err: ErrorDetails) -> str:
     return f"{path or 'top level'}: {err['msg']}"
 
 
-def parse_prd(text: str, *, max_stories: int = DEFAULT_MAX_STORIES) -> PRD:
+def parse_prd(text: str, *, max_stories: int = DEFAULT_MAX_STORIES, vague: bool = True) -> PRD:
     """Parse YAML or JSON text into a valid PRD.
 
-    Raises PlanValidationError (and nothing else) listing every problem found.
+    Raises PlanValidationError (and nothing else) listing every problem found; `vague=False`
+    accepts vague acceptance criteria (see `validate_prd`).
     """
     data = load_document(text)
     if data is None:
@@ -209,7 +227,7 @@ def parse_prd(text: str, *, max_stories: int = DEFAULT_MAX_STORIES) -> PRD:
     except ValidationError as exc:
         problems = list(dict.fromkeys(_error_line(err) for err in exc.errors()))
         raise PlanValidationError(_summary(problems), problems) from None
-    problems = validate_prd(prd, max_stories=max_stories)
+    problems = validate_prd(prd, max_stories=max_stories, vague=vague)
     if problems:
         raise PlanValidationError(_summary(problems), problems)
     return prd

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.plan import PRD, Story, is_vague, validate_prd
+from bot.plan import PRD, Story, is_vague, vague_criteria, validate_prd
 from tests.plan.plan_builders import GOOD_CRITERION, build_prd, build_story
 
 
@@ -152,6 +152,9 @@ def test_vague_acceptance_criterion(criterion: str) -> None:
         "pytest tests/test_limiter.py passes",
         "works correctly when the bucket is empty: allow() returns False",
         "README lists the three new settings",
+        "pytest passes",
+        "calc/helpers.py exists",
+        "ruff clean",
     ],
 )
 def test_concrete_criteria_are_not_vague(criterion: str) -> None:
@@ -210,4 +213,13 @@ def test_every_problem_is_reported_at_once() -> None:
         "STORY-002 has no acceptance criteria",
         'STORY-002 file "/x" must be repository-relative (no leading / and no ..)',
         "STORY-002 depends on unknown story STORY-009",
+    ]
+
+
+def test_vague_criteria_can_be_warnings_instead_of_problems() -> None:
+    prd = build_prd(build_story(1, acceptance_criteria=["works correctly", "pytest passes"]))
+    assert validate_prd(prd, vague=False) == []
+    assert vague_criteria(prd) == [
+        'STORY-001 acceptance criterion "works correctly" is vague: '
+        "say what is measured and the expected value"
     ]
