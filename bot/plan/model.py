@@ -98,7 +98,9 @@ class PRD(BaseModel):
     summary: str = Field(default="", description="One paragraph saying what the plan achieves.")
     strategy: Strategy = Field(
         default=Strategy.HYBRID,
-        description="How the stories become branches and pull requests: direct, hybrid or mega.",
+        description="How the stories become branches and pull requests: direct (one story, one "
+        "pull request), hybrid (dependency batches, one stacked pull request each) or mega (an epic: "
+        "each feature becomes a child issue with its own plan).",
     )
     complexity: Level = Field(default=Level.MEDIUM, description="Estimated complexity of the work.")
     risk: Level = Field(default=Level.MEDIUM, description="Estimated risk of the change.")

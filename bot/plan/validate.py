@@ -13,7 +13,7 @@ from pydantic_core import ErrorDetails
 from bot.errors import PlanValidationError
 from bot.plan.graph import dependency_problems
 from bot.plan.load import load_document
-from bot.plan.model import PRD, STORY_ID_PATTERN, Story
+from bot.plan.model import PRD, STORY_ID_PATTERN, Story, Strategy
 
 DEFAULT_MAX_STORIES = 50
 
@@ -145,6 +145,11 @@ def validate_prd(prd: PRD, *, max_stories: int = DEFAULT_MAX_STORIES, vague: boo
         problems.append(
             f"the plan has {len(prd.stories)} stories; limits.max_stories is {max_stories} "
             "(split the issue or raise limits.max_stories)"
+        )
+    if prd.strategy is Strategy.DIRECT and len(prd.stories) > 1:
+        problems.append(
+            f"strategy: direct is one story and one pull request, but the plan has {len(prd.stories)} "
+            "stories (use hybrid for dependency batches, or mega for an epic)"
         )
     taken = {story.id for story in prd.stories}
     for index, story in enumerate(prd.stories):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from bot.plan import short_hash
+from bot.plan import Strategy, short_hash
 from bot.state import PlanState, StoryStatus
 
 BATCH_MARKER = "<!-- plan-cascade:batch {repo}#{issue} {batch} -->"
@@ -25,12 +25,14 @@ def parse_batch_marker(body: str | None) -> tuple[str, int, int] | None:
 
 
 def pr_title(state: PlanState, batch: int, story_ids: list[str]) -> str:
-    """`[Plan Cascade] #12 batch 1/3: <short summary>`."""
+    """`[Plan Cascade] #12 batch 1/3: <short summary>` (a direct plan: `[Plan Cascade] #12: <title>`)."""
     total = len(state.batches_ids())
     titles = [state.prd.story(sid).title for sid in story_ids]
     summary = "; ".join(titles)
     if len(summary) > 60:
         summary = summary[:57].rstrip() + "…"
+    if state.prd.strategy is Strategy.DIRECT:
+        return f"[Plan Cascade] #{state.issue}: {summary}"
     return f"[Plan Cascade] #{state.issue} batch {batch}/{total}: {summary}"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.plan import PRD, Story, is_vague, vague_criteria, validate_prd
+from bot.plan import PRD, Story, Strategy, is_vague, vague_criteria, validate_prd
 from tests.plan.plan_builders import GOOD_CRITERION, build_prd, build_story
 
 
@@ -222,4 +222,14 @@ def test_vague_criteria_can_be_warnings_instead_of_problems() -> None:
     assert vague_criteria(prd) == [
         'STORY-001 acceptance criterion "works correctly" is vague: '
         "say what is measured and the expected value"
+    ]
+
+
+def test_a_direct_plan_is_one_story() -> None:
+    one = build_prd(build_story(1), strategy=Strategy.DIRECT)
+    assert validate_prd(one) == []
+    two = build_prd(build_story(1), build_story(2), strategy=Strategy.DIRECT)
+    assert validate_prd(two) == [
+        "strategy: direct is one story and one pull request, but the plan has 2 stories "
+        "(use hybrid for dependency batches, or mega for an epic)"
     ]
