@@ -48,6 +48,20 @@ LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compa
 Phase = Literal["planning", "implementation", "retry", "refactor", "review"]
 STORY_TYPES: tuple[str, ...] = get_args(StoryType)
 LLM_PROVIDERS: tuple[str, ...] = get_args(LLMProvider)
+
+
+def split_model_ref(entry: str) -> tuple[str | None, str]:
+    """(provider, model) of a `llm.planning_models` entry: `provider:model`, or a bare model name.
+
+    Only a known provider before the first `:` names one (Ollama tags such as `llama3:8b` stay
+    model names).
+    """
+    provider, sep, model = entry.partition(":")
+    if sep and provider.strip().lower() in LLM_PROVIDERS:
+        return provider.strip().lower(), model.strip()
+    return None, entry.strip()
+
+
 PHASES: tuple[str, ...] = get_args(Phase)
 BUILTIN_AGENTS = ("builtin", "claude-code", "aider", "codex", "command")
 
@@ -85,13 +99,24 @@ class LLMConfig(_Section):
     )
     model: str | None = Field(None, description="Model name for this repository (null = the server's).")
     planning_models: list[str] = Field(
-        [], description="Cross-checked planning: each proposes, one synthesis."
+        [],
+        description="Cross-checked planning: each proposes, one synthesis. `model` uses this "
+        "repository's provider; `provider:model` (e.g. `openai:gpt-5`) another one, keyed from the "
+        "server's environment.",
     )
     multi_perspective: Literal["auto", "always", "never"] = Field(
         "auto", description="Plan from several perspectives first (auto = when the issue is large)."
     )
     quality_review: bool = Field(True, description="LLM review of completeness, granularity, testability.")
     prices: dict[str, ModelPrice] = Field({}, description="Prices of models the built-in table lacks.")
+
+    @model_validator(mode="after")
+    def _check_planning_models(self) -> LLMConfig:
+        empty = [entry for entry in self.planning_models if not split_model_ref(entry)[1]]
+        if empty:
+            listed = ", ".join(repr(entry) for entry in empty)
+            raise problems_error([f"llm.planning_models: {listed} names no model (write `provider:model`)"])
+        return self
 
 
 class AgentPhases(_Section):

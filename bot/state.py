@@ -131,6 +131,11 @@ class PlanState(BaseModel):
     changelog: list[str] = Field(default_factory=list, description="What the last revise changed.")
     warnings: list[str] = Field(default_factory=list)
     perspectives: dict[str, str] = Field(default_factory=dict, description="Planning perspectives.")
+    cross_check: str | None = Field(
+        default=None,
+        description="Cross-checked planning: where the models agreed and disagreed and what the "
+        "synthesis chose (Markdown).",
+    )
     source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm"
     plan_pr: int | None = None
     setup: list[str] = Field(

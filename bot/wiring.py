@@ -47,19 +47,24 @@ def make_llm_factory(services: Services) -> Any:
     """`llm_for(repo_config, model)` from the server settings and the repo's `llm:` section."""
     from bot.llm.pricing import repo_price_table
     from bot.llm.registry import create_llm
+    from bot.repoconfig import split_model_ref
 
     settings = services.settings
 
     def llm_for(config: Any, model: str | None) -> Any:
+        """The repository's model, or `model`: a name on its provider or `provider:model`."""
         llm_cfg = config.llm if config is not None else None
         prices = repo_price_table(llm_cfg.prices if llm_cfg is not None else None)
         provider = (llm_cfg.provider if llm_cfg and llm_cfg.provider else None) or settings.llm_provider
+        named, model = split_model_ref(model) if model else (None, model)
+        # The server's base URL belongs to its provider; another provider uses its own default.
+        base_url = settings.llm_base_url if named in (None, provider) else None
         anthropic = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
         openai = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return create_llm(
-            provider=provider,
+            provider=named or provider,
             model=model or (llm_cfg.model if llm_cfg else None) or settings.llm_model,
-            base_url=settings.llm_base_url,
+            base_url=base_url,
             anthropic_api_key=anthropic,
             openai_api_key=openai,
             prices=prices,

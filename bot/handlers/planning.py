@@ -124,6 +124,7 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
                 + planning.usage.output_tokens,
                 "planning_cost_usd": state.planning_cost_usd + planning.cost_usd,
                 "perspectives": planning.perspectives,
+                "cross_check": planning.cross_check,
                 "warnings": planning.warnings,
             }
         )

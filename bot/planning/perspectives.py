@@ -122,6 +122,10 @@ def _item(point: str) -> str:
     return "- " + " ".join(point.split())
 
 
+CROSS_CHECK_CHARS = 6000
+"""The cross-check is shown in the plan comment (and kept in its state): at most this long."""
+
+
 def cross_check_markdown(synthesis: Synthesis, proposals: Sequence[tuple[str, PRD]]) -> str:
     """The agreements and disagreements of a cross-checked plan, as Markdown."""
     lines = [
@@ -134,5 +138,10 @@ def cross_check_markdown(synthesis: Synthesis, proposals: Sequence[tuple[str, PR
         "",
         "**Disagreements**",
         *([_item(point) for point in synthesis.disagreements] or ["- (none listed)"]),
+        "",
+        f"**The synthesis** kept {len(synthesis.prd.stories)} stories: "
+        + ", ".join(f"{s.id} {s.title}" for s in synthesis.prd.stories)
+        + ".",
     ]
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    return text if len(text) <= CROSS_CHECK_CHARS else text[: CROSS_CHECK_CHARS - 1] + "…"

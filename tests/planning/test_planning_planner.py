@@ -196,7 +196,8 @@ async def test_cross_checked_planning_with_two_models() -> None:
     assert result.cross_check == (
         "Proposals by scripted/alpha (1 stories), scripted/beta (2 stories).\n\n"
         "**Agreements**\n- Both limit per client\n\n"
-        "**Disagreements**\n- Algorithm: token bucket vs sliding window; chose the token bucket"
+        "**Disagreements**\n- Algorithm: token bucket vs sliding window; chose the token bucket\n\n"
+        "**The synthesis** kept 2 stories: STORY-001 Add a token bucket, STORY-002 Story 2."
     )
     assert result.calls == 3
     assert result.cost_usd == pytest.approx(0.09)
