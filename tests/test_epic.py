@@ -145,3 +145,86 @@ async def test_approving_an_approved_plan_starts_it_again(tmp_path: Path) -> Non
         await h.deliver("issue_comment", commented(number=1, body="/plan-cascade approve"))
         await h.drain()
         assert len(h.started) == 2 and h.started[0] == h.started[1]
+
+
+async def test_a_child_runs_on_its_dependencies_merged_code_and_the_epic_keeps_a_roll_up(
+    tmp_path: Path,
+) -> None:
+    """#3 needs #2: approved first, it waits for #2's PR to be *merged* and then starts by itself."""
+    from bot.testing.deliveries import load_fixture
+    from tests.execution_support import agent_script, make_remote
+    from tests.harness import INSTALLATION
+
+    class Recording(SchemaLLM):
+        def __init__(self) -> None:
+            super().__init__()
+            self.prompts: list[str] = []
+
+        async def complete(self, *, messages: list, **kwargs: Any) -> Completion:
+            self.prompts.append("\n".join(m.content for m in messages))
+            return await super().complete(messages=messages, **kwargs)
+
+    async with Harness(tmp_path, execute=True) as h:
+        llm = Recording()
+        h.services.llm_for = lambda config, model: llm
+        h.fake.repo(REPO).clone_url = f"file://{make_remote(tmp_path)}"
+        h.fake.set_permission(REPO, "maint", "maintain")
+        script = agent_script(tmp_path, "ok.sh", 'echo done > "$2/$(date +%s%N).txt"\n')
+        h.fake.set_file(
+            REPO,
+            ".github/plan-cascade.yml",
+            f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
+            "  sandbox: none\ngates:\n  detect: false\nllm:\n  quality_review: false\n",
+        )
+        h.fake.add_issue(
+            REPO, title="Billing platform", body="A whole billing platform: data model, then API."
+        )
+        await h.deliver("issues", labeled(number=1, sender="maint"))
+        await h.drain()
+        # Each child was planned with the epic's context.
+        child_prompts = [p for p in llm.prompts if "Part of #1" in p]
+        assert child_prompts and all(
+            "one feature of the epic #1 (Billing platform): Everything billing." in p for p in child_prompts
+        )
+
+        def say(number: int, body: str):
+            return h.deliver(
+                "issue_comment", commented(number=number, body=body, user="maint", association="MEMBER")
+            )
+
+        def pulls_of(issue: int) -> list:
+            return [
+                p for p in h.fake.repo(REPO).pulls.values() if p.head_ref.startswith(f"plan-cascade/{issue}/")
+            ]
+
+        await say(3, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        assert pulls_of(3) == [] and "waits for #2 to be merged" in h.comments(3)[-1]
+        await say(2, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        (pull,) = pulls_of(2)
+        assert decode_state(h.plan_comments(2)[0].body).status == PlanStatus.COMPLETED
+        # Completed is not merged: #3 still waits, even when approved again.
+        await say(3, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        assert pulls_of(3) == []
+        # #2's PR is merged: #3 starts by itself.
+        h.fake.merge_pull(REPO, pull.number)
+        payload = load_fixture("pull_request.closed.1")
+        payload["repository"]["full_name"] = REPO
+        payload["installation"] = {"id": INSTALLATION}
+        payload["pull_request"].update(
+            {"number": pull.number, "merged": True, "body": h.fake.repo(REPO).issues[pull.number].body}
+        )
+        payload["pull_request"]["head"]["ref"] = pull.head_ref
+        await h.deliver("pull_request", payload)
+        await h.drain(timeout=180)
+        assert len(pulls_of(3)) == 1
+        assert decode_state(h.plan_comments(3)[0].body).status == PlanStatus.COMPLETED
+        # One roll-up on the epic, edited as the children moved.
+        from bot.handlers.epic import ROLLUP_MARKER
+
+        rollups = [c for c in h.comments(1) if c.startswith(ROLLUP_MARKER)]
+        assert len(rollups) == 1
+        assert f"| #2 | A feature | merged | #{pull.number} (merged) |" in rollups[0]
+        assert f"| #3 | A feature | completed | #{pulls_of(3)[0].number} |" in rollups[0]

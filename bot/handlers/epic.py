@@ -2,7 +2,11 @@
 dependency order.
 
 The child issues carry a hidden marker naming their parent and the child issues they wait
-for; a child's execution does not start before those are completed (it says so instead).
+for. A child runs only once those are *merged* (their plans completed and every batch pull
+request merged), so it branches from a default branch that holds their code; a child
+approved earlier starts by itself when the last of them is merged. A child is planned with
+the epic's context (the epic's summary, and the summaries of its completed siblings). The
+epic issue keeps one roll-up comment: each child, its status and its pull requests.
 The epic itself is never executed: its children are.
 """
 
@@ -11,13 +15,15 @@ from __future__ import annotations
 import logging
 import re
 
-from bot.handlers.session import Session
+from bot.errors import GitHubError
+from bot.handlers.session import Session, open_session
 from bot.planning.epic import Epic
-from bot.state import PlanStatus
+from bot.state import PlanState, PlanStatus
 
 log = logging.getLogger(__name__)
 PLAN_CHILD_JOB = "plan_child"
 _MARKER = re.compile(r"<!-- plan-cascade:epic parent=(\d+) needs=([0-9,]*) -->")
+ROLLUP_MARKER = "<!-- plan-cascade:epic-rollup -->"
 
 
 def child_marker(parent: int, needs: list[int]) -> str:
@@ -57,7 +63,7 @@ async def create_children(session: Session, epic: Epic, *, title: str) -> list[t
         waits = ", ".join(f"#{n}" for n in needs)
         body = (
             f"{feature.description}\n\nPart of #{session.issue} ({title}).\n"
-            + (f"Runs after {waits} is completed.\n" if needs else "")
+            + (f"Runs after {waits} is merged.\n" if needs else "")
             + child_marker(session.issue, needs)
         )
         issue = await session.port.create_issue(
@@ -73,15 +79,134 @@ async def create_children(session: Session, epic: Epic, *, title: str) -> list[t
     return [(fid, numbers[fid]) for fid in feature_order(epic)]
 
 
+def merged_plan(state: PlanState | None) -> bool:
+    """Whether a child's work is on the default branch: completed, and every batch PR merged."""
+    if state is None or state.status != PlanStatus.COMPLETED:
+        return False
+    return all(b.merged for b in state.batches if b.pr_number is not None)
+
+
+async def _child_state(session: Session, number: int) -> PlanState | None:
+    loaded = await session.store.load(session.port, session.repo, number, bot_login=session.bot_login)
+    return loaded.state if loaded is not None else None
+
+
 async def waiting_for(session: Session) -> list[int]:
-    """Child issues this issue must wait for that are not completed yet."""
+    """Child issues this issue must wait for that are not merged yet."""
     issue = await session.port.get_issue(session.repo, session.issue)
     marker = parse_child_marker(issue.body)
     if marker is None:
         return []
-    pending = []
-    for number in marker[1]:
-        loaded = await session.store.load(session.port, session.repo, number, bot_login=session.bot_login)
-        if loaded is None or loaded.state.status != PlanStatus.COMPLETED:
-            pending.append(number)
-    return pending
+    return [number for number in marker[1] if not merged_plan(await _child_state(session, number))]
+
+
+async def epic_context(session: Session, body: str | None) -> str:
+    """For a child issue: the epic's summary and its completed siblings' summaries (else "")."""
+    marker = parse_child_marker(body)
+    if marker is None:
+        return ""
+    parent = await _child_state(session, marker[0])
+    if parent is None:
+        return ""
+    lines = [
+        f"This issue is one feature of the epic #{marker[0]} ({parent.prd.title}): {parent.prd.summary}",
+    ]
+    siblings = []
+    for number in parent.children:
+        child = await _child_state(session, number) if number != session.issue else None
+        if child is not None and child.status == PlanStatus.COMPLETED:
+            merged = "merged" if merged_plan(child) else "not merged yet"
+            siblings.append(f"- #{number} {child.prd.title} ({merged}): {child.prd.summary}")
+    if siblings:
+        lines += ["Features of the epic already done (build on them, do not redo them):", *siblings]
+    return "\n".join(lines)
+
+
+async def child_moved(session: Session, *, body: str | None = None) -> None:
+    """A child's plan changed (planned, ran, a PR merged): update its epic's roll-up."""
+    if body is None:
+        body = (await session.port.get_issue(session.repo, session.issue)).body
+    marker = parse_child_marker(body)
+    if marker is not None:
+        await refresh_rollup(session, marker[0])
+
+
+async def on_child_merged(session: Session) -> None:
+    """A child's last batch PR merged: start the approved siblings that waited only for it."""
+    from bot.handlers.approval import start_execution
+
+    issue = await session.port.get_issue(session.repo, session.issue)
+    marker = parse_child_marker(issue.body)
+    if marker is None:
+        return
+    parent = await _child_state(session, marker[0])
+    for number in parent.children if parent is not None else []:
+        if number == session.issue:
+            continue
+        sibling = await open_session(
+            session.services, repo=session.repo, issue=number, installation_id=session.installation_id
+        )
+        sibling_issue = await sibling.port.get_issue(session.repo, number)
+        needs = (parse_child_marker(sibling_issue.body) or (0, []))[1]
+        if session.issue not in needs or await sibling.load_config() is None:
+            continue
+        loaded = await sibling.load_plan()
+        if loaded is None or loaded.state.status != PlanStatus.APPROVED or await waiting_for(sibling):
+            continue
+        log.info("#%s was merged: starting #%s, which waited for it", session.issue, number)
+        await start_execution(sibling, loaded)
+    await refresh_rollup(session, marker[0])
+
+
+def rollup_body(parent: int, rows: list[tuple[int, str, PlanState | None]]) -> str:
+    """The epic's one roll-up comment: each child, its status and pull requests. Pure."""
+    lines = [
+        ROLLUP_MARKER,
+        f"### 🧭 Epic #{parent}: features",
+        "",
+        "| Issue | Feature | Status | Pull requests |",
+        "|---|---|---|---|",
+    ]
+    for number, title, state in rows:
+        if state is None:
+            status, pulls = "not planned yet", "—"
+        else:
+            status = (
+                "merged" if merged_plan(state) and state.batches else state.status.value.replace("_", " ")
+            )
+            opened = [b for b in state.batches if b.pr_number is not None]
+            pulls = ", ".join(f"#{b.pr_number}{' (merged)' if b.merged else ''}" for b in opened) or "—"
+        safe = title.replace("|", "\\|").replace("\n", " ")[:80]
+        lines.append(f"| #{number} | {safe} | {status} | {pulls} |")
+    lines += ["", "_Updated as the features move. A feature runs once the features it needs are merged._"]
+    return "\n".join(lines)
+
+
+async def refresh_rollup(session: Session, parent: int) -> None:
+    """Write (or edit) the epic's roll-up comment from its children's plans."""
+    epic = await _child_state(session, parent)
+    if epic is None or not epic.children:
+        return
+    rows = []
+    for number in epic.children:
+        state = await _child_state(session, number)
+        title = (
+            state.prd.title
+            if state is not None
+            else (await session.port.get_issue(session.repo, number)).title
+        )
+        rows.append((number, title, state))
+    body = rollup_body(parent, rows)
+    try:
+        mine = [
+            c
+            for c in await session.port.list_issue_comments(session.repo, parent)
+            if c.user_login == session.bot_login and (c.body or "").startswith(ROLLUP_MARKER)
+        ]
+        if mine:
+            if mine[0].body != body:
+                await session.port.update_issue_comment(session.repo, mine[0].id, body=body)
+        else:
+            await session.port.create_issue_comment(session.repo, parent, body=body)
+    except GitHubError as exc:  # the roll-up is a view: the plans are intact without it
+        log.warning("could not update the roll-up of epic #%s: %s", parent, exc.message)

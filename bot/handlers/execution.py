@@ -113,8 +113,9 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
     if pending:
         waits = ", ".join(f"#{n}" for n in pending)
         await session.reply(
-            f"This plan is approved but waits for {waits} to be completed first (an epic runs "
-            "its features in dependency order). Comment `/plan-cascade approve` again then."
+            f"This plan is approved and waits for {waits} to be merged first (an epic runs its "
+            "features in dependency order, each on the code of the ones it needs). It starts by "
+            "itself when the last of them is merged."
         )
         return
     comment = await session.port.get_issue_comment(session.repo, loaded.comment_id)
@@ -145,6 +146,9 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
         return
     if run.cancel.is_set():
         await _mark_cancelled(run, note=run.budget_note or "cancelled")
+    from bot.handlers.epic import child_moved
+
+    await child_moved(session)
 
 
 async def _watch_for_cancel(services: Services, session: Session, run: Run, task: asyncio.Task[Any]) -> None:

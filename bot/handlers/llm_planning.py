@@ -38,6 +38,11 @@ async def plan_with_llm(
     except ConfigurationError as exc:
         raise LLMError(exc.message) from None
     extra = notes.strip()
+    from bot.handlers.epic import epic_context
+
+    epic = await epic_context(session, issue.body)
+    if epic:
+        extra = f"{epic}\n\n{extra}".strip()
     if feedback is not None and previous is not None:
         extra = (
             f"Revise the current plan (below) with this maintainer feedback:\n{feedback}\n\n"

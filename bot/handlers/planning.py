@@ -14,7 +14,7 @@ import logging
 from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
 from bot.handlers.environment import planned_setup
-from bot.handlers.epic import PLAN_CHILD_JOB
+from bot.handlers.epic import PLAN_CHILD_JOB, child_moved, create_children, refresh_rollup
 from bot.handlers.plan_io import DEFAULT_TRIGGER, save_plan, update_plan
 from bot.handlers.session import Session, session_for_event, session_for_job
 from bot.permissions import is_bot
@@ -173,8 +173,6 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
         actor,
     )
     if planning is not None and planning.epic is not None and prd.strategy.value == "mega":
-        from bot.handlers.epic import create_children
-
         children = await create_children(session, planning.epic, title=prd.title)
         saved = await update_plan(session, saved, functools.partial(_as_epic, children=children))
         listed = "\n".join(f"- {fid}: #{n}" for fid, n in children)
@@ -182,7 +180,9 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
             f"This issue is an epic. Each feature is planned in its own issue, in this "
             f"order; approve them there:\n\n{listed}"
         )
+        await refresh_rollup(session, session.issue)
         return
+    await child_moved(session, body=issue.body)
     if session.config.plan_pr:
         from bot.handlers.plan_pr import open_plan_pr
 

@@ -177,6 +177,12 @@ async def on_pull_request_closed(event: Event, services: Services) -> None:
     opened = [b for b in state.batches if b.pr_number is not None]
     if waiting:
         await start_execution(session, saved)
+    from bot.handlers.epic import child_moved, on_child_merged
+
+    if done:  # a child of an epic: the siblings that waited for its code may start now
+        await on_child_merged(session)
+    else:
+        await child_moved(session)
     if announce:
         elapsed = (services.clock() - state.created_at).total_seconds() / 60 if state.created_at else 0
         await session.reply(
