@@ -79,6 +79,14 @@ class SchemaLLM:
         )
 
 
+def test_the_roll_up_neutralises_what_a_model_wrote() -> None:
+    from bot.handlers.epic import rollup_body
+
+    body = rollup_body(1, [(2, "Ping @octo-org | <img src=x>", None)])
+    row = body.splitlines()[5]
+    assert row == "| #2 | Ping @&#8203;octo-org \\| &lt;img src=x&gt; | not planned yet | — |"
+
+
 def test_feature_order_puts_dependencies_first() -> None:
     epic = Epic.model_validate(
         {

@@ -18,6 +18,7 @@ import re
 from bot.errors import GitHubError
 from bot.handlers.session import Session, open_session
 from bot.planning.epic import Epic
+from bot.rendering.env import md_inline
 from bot.state import PlanState, PlanStatus
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ def rollup_body(parent: int, rows: list[tuple[int, str, PlanState | None]]) -> s
             )
             opened = [b for b in state.batches if b.pr_number is not None]
             pulls = ", ".join(f"#{b.pr_number}{' (merged)' if b.merged else ''}" for b in opened) or "—"
-        safe = title.replace("|", "\\|").replace("\n", " ")[:80]
+        safe = md_inline(title[:80]).replace("|", "\\|")  # a model wrote it: no mentions, no HTML
         lines.append(f"| #{number} | {safe} | {status} | {pulls} |")
     lines += ["", "_Updated as the features move. A feature runs once the features it needs are merged._"]
     return "\n".join(lines)
