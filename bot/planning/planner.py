@@ -28,7 +28,13 @@ from bot.planning.perspectives import (
     propose_plans,
 )
 from bot.planning.prompts import planner_user_prompt, synthesis_prompt, system_prompt
-from bot.planning.quality import apply_fixes, describe_fix, llm_quality_review, quality_warnings
+from bot.planning.quality import (
+    apply_fixes,
+    describe_fix,
+    llm_quality_review,
+    missing_files,
+    quality_warnings,
+)
 from bot.planning.strategy import StrategyHint, analyse_strategy
 
 T = TypeVar("T")
@@ -173,7 +179,7 @@ async def plan_issue(
     if quality_review:
         prd, review_warnings = await _review(llm, prd, context=context, max_stories=max_stories, meter=meter)
         warnings += review_warnings
-    warnings += quality_warnings(prd)
+    warnings += quality_warnings(prd) + missing_files(prd, repo.file_tree)
 
     epic: Epic | None = None
     if prd.strategy is Strategy.MEGA:

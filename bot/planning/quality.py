@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from bot.llm import LLM, complete_structured
-from bot.plan import PRD, Level, compute_batches, validate_prd
+from bot.plan import PRD, Level, compute_batches, transitive_dependents, validate_prd
 from bot.planning.meter import UsageMeter
 from bot.planning.prompts import quality_review_prompt, system_prompt
 
@@ -20,6 +20,43 @@ MAX_CRITERIA = 8
 MAX_STORIES_LOW_COMPLEXITY = 12
 
 FixField = Literal["title", "description", "acceptance_criteria"]
+
+
+def missing_files(prd: PRD, tree: list[str]) -> list[str]:
+    """Warnings for `files` hints that name nothing in the repository and that no story creates.
+
+    A path counts as created by a story whose title, description or criteria name it (or its
+    file name), and as there for every story that depends (directly or not) on a story that
+    lists it. A directory hint matches when files exist under it. Empty `tree` (not read): none.
+    """
+    if not tree:
+        return []
+    present = set(tree)
+    dirs = {path.rsplit("/", 1)[0] for path in tree if "/" in path}
+    dirs |= {d.rsplit("/", i)[0] for d in list(dirs) for i in range(1, d.count("/") + 1)}
+
+    def exists(path: str) -> bool:
+        clean = path.strip().strip("/")
+        return clean in present or clean in dirs
+
+    warnings: list[str] = []
+    for story in prd.stories:
+        text = " ".join([story.title, story.description, *story.acceptance_criteria])
+        earlier = {
+            path
+            for other in prd.stories
+            if story.id in transitive_dependents(prd, other.id)
+            for path in other.files
+        }
+        for path in dict.fromkeys(story.files):
+            named = path in text or path.rsplit("/", 1)[-1] in text
+            if exists(path) or named or path in earlier:
+                continue
+            warnings.append(
+                f"{story.id} lists `{path}` in files, but it is not in the repository and no story "
+                "says it creates it: check the path, or say in the story that it creates the file"
+            )
+    return warnings
 
 
 class StoryFix(BaseModel):

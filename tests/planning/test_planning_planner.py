@@ -328,3 +328,12 @@ async def test_max_stories_reaches_validation() -> None:
 
     with pytest.raises(LLMError, match=r"the plan has 3 stories; limits\.max_stories is 2"):
         await plan_issue(llm=llm, issue=make_issue(), repo=make_repo(), max_stories=2)
+
+
+async def test_the_plan_is_checked_against_the_file_tree() -> None:
+    llm = ScriptedLLM([answer(prd_dict(story(1, files=["app/api.py", "app/nowhere.py"])))])
+    result = await plan_issue(
+        llm=llm, issue=make_issue(), repo=make_repo(), max_stories=5, quality_review=False
+    )
+    assert any("`app/nowhere.py`" in w and "not in the repository" in w for w in result.warnings)
+    assert not any("`app/api.py`" in w for w in result.warnings)

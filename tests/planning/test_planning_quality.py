@@ -92,3 +92,23 @@ def test_validate_epic_reports_ids_unknown_stories_and_cycles() -> None:
         "dependency cycle: FEAT-001 → FEAT-002 → FEAT-001",
     ]
     assert validate_epic(Epic(features=[]), prd) == ["the epic has no features"]
+
+
+def test_files_that_exist_nowhere_and_that_no_story_creates_are_flagged() -> None:
+    from bot.planning.quality import missing_files
+
+    prd = PRD.model_validate(
+        prd_dict(
+            story(
+                1, files=["app/api.py", "app/limiter.py"], description="Create app/limiter.py with a bucket."
+            ),
+            story(2, 1, files=["app/limiter.py", "app/middleware/"]),
+            story(3, files=["app/routes.py", "tests/"]),
+        )
+    )
+    tree = ["README.md", "app/api.py", "app/middleware/base.py", "tests/test_api.py"]
+    assert missing_files(prd, tree) == [
+        "STORY-003 lists `app/routes.py` in files, but it is not in the repository and no story says it "
+        "creates it: check the path, or say in the story that it creates the file"
+    ]
+    assert missing_files(prd, []) == [], "an unread tree flags nothing"
