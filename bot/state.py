@@ -71,6 +71,16 @@ class Approval(BaseModel):
     )
 
 
+Verdict = Literal["met", "not_met", "unknown"]
+
+
+class CriterionCheck(BaseModel):
+    """The acceptance review's verdict on one acceptance criterion."""
+
+    verdict: Verdict = Field(description="met, not_met, or unknown (the reviewer cannot tell).")
+    evidence: str = Field(default="", max_length=400, description="Where it shows: file:line or gate output.")
+
+
 class StoryState(BaseModel):
     """Execution record of one story."""
 
@@ -87,6 +97,11 @@ class StoryState(BaseModel):
     gates: dict[str, str] = Field(default_factory=dict, description="Gate name → last conclusion.")
     check_runs: dict[str, int] = Field(default_factory=dict, description="Gate name → check run id.")
     summary: str | None = Field(default=None, description="What the agent says it did.")
+    acceptance: list[CriterionCheck] = Field(
+        default_factory=list,
+        description="The acceptance review's verdicts, one per criterion in order; empty = not reviewed.",
+    )
+    review_rounds: int = Field(default=0, description="Times the acceptance review sent the story back.")
 
 
 class BatchState(BaseModel):
@@ -103,6 +118,9 @@ class BatchState(BaseModel):
         default=False, description="Someone else pushed to the branch: the bot leaves it."
     )
     gates: dict[str, str] = Field(default_factory=dict, description="Integration gate → conclusion.")
+    reviewed_head: str | None = Field(
+        default=None, description="The batch head whose acceptance verdicts the stories hold."
+    )
 
 
 class PlanState(BaseModel):
@@ -128,6 +146,8 @@ class PlanState(BaseModel):
     batches: list[BatchState] = Field(default_factory=list)
     planning_tokens: int = 0
     planning_cost_usd: float = 0.0
+    review_tokens: int = Field(default=0, description="Tokens the acceptance reviews of batches used.")
+    review_cost_usd: float = Field(default=0.0, description="What the acceptance reviews of batches cost.")
     changelog: list[str] = Field(default_factory=list, description="What the last revise changed.")
     warnings: list[str] = Field(default_factory=list)
     perspectives: dict[str, str] = Field(default_factory=dict, description="Planning perspectives.")
@@ -358,7 +378,16 @@ def update_story(state: PlanState, story_id: str, **changes: object) -> PlanStat
 
 
 def totals(state: PlanState) -> tuple[int, float]:
-    """Tokens and cost so far: planning plus every story."""
-    tokens = state.planning_tokens + sum(s.tokens for s in state.stories.values())
-    cost = state.planning_cost_usd + sum(s.cost_usd for s in state.stories.values())
+    """Tokens and cost so far: planning, every story and the acceptance reviews."""
+    tokens = state.planning_tokens + state.review_tokens + sum(s.tokens for s in state.stories.values())
+    cost = state.planning_cost_usd + state.review_cost_usd + sum(s.cost_usd for s in state.stories.values())
     return tokens, cost
+
+
+def with_batch(state: PlanState, record: BatchState) -> PlanState:
+    """A copy with batch `record.number`'s record replaced (earlier missing ones added)."""
+    batches = list(state.batches)
+    while len(batches) < record.number:
+        batches.append(BatchState(number=len(batches) + 1))
+    batches[record.number - 1] = record
+    return state.model_copy(update={"batches": batches})

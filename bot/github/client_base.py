@@ -19,7 +19,11 @@ def _error_message(exc: RequestFailed) -> str:
     except ValueError:
         data = None
     if isinstance(data, dict) and data.get("message"):
-        return str(data["message"])
+        errors = data.get("errors")
+        listed: list[Any] = errors if isinstance(errors, list) else []
+        details = [e if isinstance(e, str) else e.get("message") for e in listed if isinstance(e, str | dict)]
+        said = "; ".join(str(d)[:300] for d in details if d)
+        return str(data["message"]) + (f": {said}" if said else "")
     return exc.response.reason_phrase or "no message"
 
 

@@ -15,7 +15,7 @@ from bot.github.client_base import (
     json_object,
     split_repo,
 )
-from bot.github.models import CheckRun, PullCommit, PullRequest, ReviewComment
+from bot.github.models import CheckRun, PullCommit, PullRequest, Review, ReviewComment
 from bot.redaction import redact, redact_value
 
 
@@ -196,6 +196,38 @@ class PullsAndChecks:
                 review_id=review_id,
             )
         return [ReviewComment.from_api(item) for item in items]
+
+    async def list_reviews(self, repo: str, number: int) -> list[Review]:
+        owner, name = split_repo(repo)
+        with github_errors(f"list the reviews of {repo}#{number}"):
+            items = await self._all(
+                self._github.rest.pulls.async_list_reviews, owner=owner, repo=name, pull_number=number
+            )
+        return [Review.from_api(item) for item in items]
+
+    async def create_review(
+        self,
+        repo: str,
+        number: int,
+        *,
+        commit_id: str,
+        body: str,
+        event: str = "COMMENT",
+        comments: Sequence[Mapping[str, Any]] = (),
+    ) -> Review:
+        owner, name = split_repo(repo)
+        data = {
+            "commit_id": commit_id,
+            "body": redact(body),
+            "event": event,
+            "comments": [{**c, "body": redact(str(c.get("body", "")))} for c in comments],
+        }
+        await self._pace()
+        with github_errors(f"review {repo}#{number}"):
+            resp = await self._github.rest.pulls.async_create_review(
+                owner, name, number, data=cast(Any, data), headers=self._headers
+            )
+        return Review.from_api(json_object(resp))
 
     async def create_workflow_dispatch(
         self, repo: str, workflow_id: str | int, *, ref: str, inputs: Mapping[str, str] | None = None

@@ -209,3 +209,23 @@ class ReviewComment(_Lenient):
         return cls(
             path=data["path"], line=data.get("line"), body=data.get("body") or "", user_login=_login(data)
         )
+
+
+class Review(_Lenient):
+    """A pull request review."""
+
+    id: int = Field(description="Review id.")
+    body: str = Field(default="", description="Markdown body.")
+    state: str = Field(default="", description="COMMENTED, APPROVED, CHANGES_REQUESTED, PENDING, DISMISSED.")
+    commit_id: str | None = Field(default=None, description="The commit the review is on.")
+    user_login: str = Field(default="", description="Login of the reviewer.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Review:
+        return cls(
+            id=data["id"],
+            body=data.get("body") or "",
+            state=data.get("state") or "",
+            commit_id=data.get("commit_id"),
+            user_login=_login(data),
+        )

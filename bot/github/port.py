@@ -20,6 +20,7 @@ from bot.github.models import (
     Reaction,
     ReactionsPage,
     Repository,
+    Review,
     ReviewComment,
 )
 
@@ -134,6 +135,21 @@ class GitHubPort(Protocol):
     ) -> None: ...
 
     async def list_review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewComment]: ...
+
+    async def list_reviews(self, repo: str, number: int) -> list[Review]: ...
+
+    async def create_review(
+        self,
+        repo: str,
+        number: int,
+        *,
+        commit_id: str,
+        body: str,
+        event: str = "COMMENT",
+        comments: Sequence[Mapping[str, Any]] = (),
+    ) -> Review:
+        """A submitted review; `comments` are `{path, line, side, body}` on lines of the diff."""
+        ...
 
     async def list_pull_request_commits(self, repo: str, number: int) -> list[PullCommit]: ...
 

@@ -88,6 +88,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         clock=services.clock,
         parallel_cap=services.extras.get("story_cap"),
         reflection_llm=reflection_llm,
+        review_llm=reflection_llm,
         story_runner=story_runner,
         sandbox=services.sandbox_policy(),
     )

@@ -19,8 +19,7 @@ from bot.gates.report import conclusion
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch
 from bot.publishing.batch import merge_batch
-from bot.publishing.github import with_batch
-from bot.state import BatchState, PlanState
+from bot.state import BatchState, PlanState, with_batch
 from bot.workspace.git import GitResult, git_env, run_git
 from bot.workspace.process import uv_program
 

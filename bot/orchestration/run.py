@@ -63,6 +63,8 @@ class Run:
     parallel_cap: asyncio.Semaphore | None = None
     budget_note: str | None = None
     reflection_llm: Any = None  # an LLM for the reflection step after failures; None skips it
+    review_llm: Any = None
+    """The model of the acceptance review of each batch; None: batches are not reviewed."""
     sandbox: Sandbox = field(default_factory=Sandbox)
     """The operator's sandbox policy for every agent, gate and setup command of the run."""
     # Runs one story elsewhere (e.g. a GitHub Actions runner) instead of `run_story`:

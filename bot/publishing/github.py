@@ -20,9 +20,10 @@ from bot.gates.report import (
 from bot.github.port import GitHubPort
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch
-from bot.publishing.batch import merge_batch
+from bot.publishing.acceptance import BatchReview, merge_and_review
+from bot.publishing.verdicts import REVIEW_MARKER, diff_lines, draft_reason, line_comments, review_body
 from bot.rendering.pr_body import pr_body, pr_title
-from bot.state import BatchState, PlanState
+from bot.state import BatchState, PlanState, with_batch
 
 log = logging.getLogger(__name__)
 SaveComment = Callable[[PlanState], Awaitable[PlanState]]
@@ -147,14 +148,16 @@ class GitHubPublisher:
                 await run.mirror.push(branch, expected_remote_sha=remote, force=True)
             return True
 
-        outcome = await merge_batch(run, batch, story_ids, push=push)
+        outcome, review = await merge_and_review(run, batch, story_ids, push=push)
         if outcome.hands_off:
             return await self._hands_off(run, batch, record, branch)
         if not outcome.merged:
             return run.state
         integration = {r.name: conclusion(r) for r in outcome.integration}
         failed_gate = not outcome.gates_passed
-        draft = failed_gate and run.config.publishing.draft_on_failure
+        unmet = draft_reason(run.state, review.checks) if review is not None else None
+        draft = (failed_gate and run.config.publishing.draft_on_failure) or unmet is not None
+        reason = "an integration gate failed" if failed_gate else unmet
         base = (
             run.base_branch
             if (batch == 1 or run.config.execution.stacking == "sequential")
@@ -166,7 +169,8 @@ class GitHubPublisher:
             outcome.merged,
             plan_url=self.plan_url,
             integration=integration,
-            draft_reason="an integration gate failed" if draft else None,
+            draft_reason=reason if draft else None,
+            review_note=_review_note(review),
         )
         title = pr_title(run.state, batch, outcome.merged)
         pr = await self.port.find_pull_request(self.repo, branch, state="open")
@@ -190,7 +194,9 @@ class GitHubPublisher:
                     log.warning("could not label PR #%s: %s", pr.number, exc.message)
         else:
             await self.port.update_pull_request(self.repo, pr.number, title=title, body=body)
-        await self._rollup(run, batch, outcome.head_sha, outcome.merged, integration)
+        if review is not None and review.checks:
+            await self._post_review(run, batch, pr.number, review)
+        await self._rollup(run, batch, outcome.head_sha, outcome.merged, integration, unmet=unmet)
         updated = record.model_copy(
             update={
                 "branch": branch,
@@ -203,20 +209,57 @@ class GitHubPublisher:
         )
         return await run.update(lambda s: with_batch(s, updated), important=True)
 
+    async def _post_review(self, run: Run, batch: int, number: int, review: BatchReview) -> None:
+        """The acceptance review as a pull request review, once per batch head."""
+        marker = REVIEW_MARKER.format(batch=batch, head=review.head)
+        try:
+            if any(marker in r.body for r in await self.port.list_reviews(self.repo, number)):
+                return
+            if review.error:
+                body = (
+                    f"The acceptance review of batch {batch} did not give verdicts: {review.error}.\n{marker}"
+                )
+                await self.port.create_review(self.repo, number, commit_id=review.head, body=body)
+                return
+            body = review_body(
+                run.state,
+                batch,
+                review.head,
+                review.checks,
+                summary=review.answer.summary if review.answer else "",
+                cost_usd=run.state.review_cost_usd,
+                tokens=run.state.review_tokens,
+                sent_back=review.sent_back,
+            )
+            comments = line_comments(review.answer, diff_lines(review.diff)) if review.answer else []
+            lines = [{"path": c.path, "line": c.line, "side": "RIGHT", "body": c.body} for c in comments]
+            await self.port.create_review(self.repo, number, commit_id=review.head, body=body, comments=lines)
+        except GitHubError as exc:
+            log.warning("could not post the acceptance review on #%s: %s", number, exc.message)
+
     async def _rollup(
-        self, run: Run, batch: int, head: str, merged: list[str], integration: Mapping[str, str]
+        self,
+        run: Run,
+        batch: int,
+        head: str,
+        merged: list[str],
+        integration: Mapping[str, str],
+        *,
+        unmet: str | None = None,
     ) -> None:
         """The `plan-cascade` check on the PR head that sums up the batch."""
         failed = [sid for sid in run.state.batches_ids()[batch - 1] if sid not in merged]
         bad = [n for n, c in integration.items() if c != "success"]
-        ok = not failed and not bad
+        ok = not failed and not bad and unmet is None
         lines = [
             f"- {sid}: {run.state.stories[sid].status.value}" for sid in run.state.batches_ids()[batch - 1]
         ]
         lines += [f"- integration `{n}`: {c}" for n, c in integration.items()]
+        lines += [f"- {unmet}"] if unmet else []
         output = {
             "title": f"Batch {batch}: {len(merged)} stories merged"
-            + ("" if ok else f", {len(failed)} missing, {len(bad)} gates failing"),
+            + ("" if not failed and not bad else f", {len(failed)} missing, {len(bad)} gates failing")
+            + ("" if unmet is None else ", acceptance criteria not met"),
             "summary": "\n".join(lines),
         }
         verdict = "success" if ok else "failure"
@@ -255,6 +298,18 @@ class GitHubPublisher:
         return await run.update(lambda s: with_batch(s, updated), important=True)
 
 
+def _review_note(review: BatchReview | None) -> str | None:
+    if review is None:
+        return None
+    if review.error:
+        return f"Acceptance criteria not reviewed ({review.error}): a box is ticked when its story passed."
+    if review.sent_back:
+        return (
+            f"The acceptance review sent {', '.join(review.sent_back)} back with its reasoning before this."
+        )
+    return None
+
+
 async def _authored_by_bot(run: Run, sha: str) -> bool:
     """Whether the remote branch head is a commit we made (after a crash before saving state)."""
     try:
@@ -263,11 +318,3 @@ async def _authored_by_bot(run: Run, sha: str) -> bool:
     except GitHubError:
         return False
     return out.stdout.strip().lower() == run.config.agent.author_email.lower()
-
-
-def with_batch(state: PlanState, record: BatchState) -> PlanState:
-    batches = list(state.batches)
-    while len(batches) < record.number:
-        batches.append(BatchState(number=len(batches) + 1))
-    batches[record.number - 1] = record
-    return state.model_copy(update={"batches": batches})

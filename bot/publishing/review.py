@@ -14,9 +14,8 @@ from bot.gates.detect import GateSpec
 from bot.handlers.session import Session
 from bot.orchestration.scheduler import batch_branch
 from bot.plan import Story
-from bot.publishing.github import with_batch
 from bot.rendering import messages
-from bot.state import PlanState, StoryState, StoryStatus
+from bot.state import PlanState, StoryState, StoryStatus, with_batch
 from bot.workspace.git import PushRejected
 from bot.workspace.worktree import add_worktree, changed_files, head_sha, remove_worktree
 

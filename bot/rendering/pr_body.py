@@ -45,6 +45,7 @@ def pr_body(
     integration: Mapping[str, str],
     draft_reason: str | None = None,
     base_note: str | None = None,
+    review_note: str | None = None,
 ) -> str:
     """The PR body from `templates/pr_body.md.j2`, within GitHub's size limit."""
     from bot.rendering.env import template_env
@@ -54,13 +55,24 @@ def pr_body(
     stories = []
     for sid in story_ids:
         story, record = state.prd.story(sid), state.stories[sid]
+        passed = record.status == StoryStatus.PASSED
+        checks = record.acceptance if len(record.acceptance) == len(story.acceptance_criteria) else []
+        criteria = [
+            {
+                "text": text,
+                "ticked": checks[n].verdict == "met" if checks else passed,
+                "verdict": checks[n].verdict if checks else None,
+                "evidence": checks[n].evidence if checks else "",
+            }
+            for n, text in enumerate(story.acceptance_criteria)
+        ]
         stories.append(
             {
                 "id": sid,
                 "title": story.title,
                 "description": story.description,
-                "criteria": story.acceptance_criteria,
-                "passed": record.status == StoryStatus.PASSED,
+                "criteria": criteria,
+                "reviewed": bool(checks),
                 "gates": ", ".join(f"{k}: {v}" for k, v in sorted(record.gates.items())) or "—",
                 "agent": record.agent or "—",
                 "model": record.model or "—",
@@ -92,6 +104,8 @@ def pr_body(
             integration=integration,
             draft_reason=draft_reason,
             base_note=base_note,
+            review_note=review_note,
+            review_cost=state.review_cost_usd,
             total_tokens=sum(s["tokens"] for s in stories),
             total_cached=sum(s["cached"] for s in stories),
             total_cost=sum(s["cost"] for s in stories),

@@ -33,6 +33,7 @@ from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_body
+from bot.testing.fake_github_reviews import review_routes
 from bot.testing.fake_github_routes import route_table
 
 Handler = Callable[[Request, Any], Response]
@@ -342,7 +343,8 @@ class FakeGitHub:
 
     def _routes(self) -> list[BaseRoute]:
         return [
-            Route(path, self._wrap(handler), methods=methods) for path, methods, handler in route_table(self)
+            Route(path, self._wrap(handler), methods=methods)
+            for path, methods, handler in [*route_table(self), *review_routes(self)]
         ]
 
 

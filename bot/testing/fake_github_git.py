@@ -111,3 +111,12 @@ def list_files(git_dir: Path, ref: str) -> dict[str, str]:
         if path:
             files[path] = show_file(git_dir, sha, path) or ""
     return files
+
+
+def pull_diff(git_dir: Path, base: str, head: str) -> str | None:
+    """The diff a pull request shows: from the merge base of `base` and `head` to `head`."""
+    base_sha, head_sha = resolve(git_dir, base), resolve(git_dir, head)
+    if base_sha is None or head_sha is None:
+        return None
+    done = _git(git_dir, "diff", "--no-color", "--no-ext-diff", f"{base_sha}...{head_sha}")
+    return done.stdout if done.returncode == 0 else None

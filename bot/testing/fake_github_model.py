@@ -25,12 +25,12 @@ MAX_BODY = 65536
 class HttpError(Exception):
     """Raised by handlers: answered with GitHub's error JSON."""
 
-    def __init__(self, status: int, message: str, errors: list[dict[str, str]] | None = None) -> None:
+    def __init__(self, status: int, message: str, errors: list[Any] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.errors = status, message, errors
 
 
-def error_body(status: int, message: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def error_body(status: int, message: str, errors: list[Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"message": message, "documentation_url": "https://docs.github.com/rest"}
     if errors:
         body["errors"] = errors
@@ -137,6 +137,17 @@ class FakeReviewComment:
 
 
 @dataclass
+class FakeReview:
+    id: int
+    pull_number: int
+    user: str
+    body: str
+    state: str
+    commit_id: str
+    submitted_at: str = field(default_factory=now_iso)
+
+
+@dataclass
 class FakeRepo:
     id: int
     owner: str
@@ -154,6 +165,7 @@ class FakeRepo:
     comment_reactions: dict[int, list[FakeReaction]] = field(default_factory=dict)
     check_runs: dict[int, FakeCheckRun] = field(default_factory=dict)
     review_comments: list[FakeReviewComment] = field(default_factory=list)
+    reviews: list[FakeReview] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)
     dispatches: list[dict[str, Any]] = field(default_factory=list)
     known_commits: set[str] = field(default_factory=set)

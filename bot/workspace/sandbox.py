@@ -12,57 +12,16 @@ a glob that matches a directory also covers everything below it.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from bot.errors import SandboxViolation
-
-
-@functools.lru_cache(maxsize=256)
-def _glob_regex(glob: str) -> re.Pattern[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and (end := glob.find("]", i + 2)) != -1:
-            body = glob[i + 1 : end]
-            body = "^" + body[1:] if body.startswith("!") else body
-            out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
-            i = end + 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return re.compile("".join(out))
+from bot.globs import is_denied as globs_deny
 
 
 def is_denied(rel: str, globs: Sequence[str]) -> bool:
     """True when the relative posix path ``rel`` (or a directory above it) matches one of ``globs``."""
-    parts = PurePosixPath(rel).parts
-    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
-    for glob in globs:
-        glob = glob.strip().removeprefix("./").rstrip("/")
-        if not glob:
-            continue
-        anywhere = "/" not in glob
-        pattern = _glob_regex(glob.lstrip("/"))
-        for prefix in prefixes:
-            candidate = prefix.rsplit("/", 1)[-1] if anywhere else prefix
-            if pattern.fullmatch(candidate):
-                return True
-    return False
+    return globs_deny(rel, globs)
 
 
 def _normalised(user_path: str) -> PurePosixPath:

@@ -83,7 +83,7 @@ def payload(kind: str, *, number: int, **fields: object) -> dict:
     return data
 
 
-def make_world(tmp_path: Path) -> Iterator[World]:
+def make_world(tmp_path: Path, *, extra_env: dict[str, str] | None = None) -> Iterator[World]:
     remote = make_remote(tmp_path)
     fake = FakeGitHub(api_url="http://127.0.0.1/api/v3")
     fake.add_repo(REPO, clone_url=f"file://{remote}")
@@ -100,7 +100,11 @@ def make_world(tmp_path: Path) -> Iterator[World]:
     with (
         serve(fake) as api,
         running_server(
-            tmp_path, api_url=api, webhook_secret=WEBHOOK_SECRET, private_key_pem=rsa_private_key_pem()
+            tmp_path,
+            api_url=api,
+            webhook_secret=WEBHOOK_SECRET,
+            private_key_pem=rsa_private_key_pem(),
+            extra_env=extra_env,
         ) as (url, _proc),
     ):
         yield World(tmp_path, fake, api, url, remote)

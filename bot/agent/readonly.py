@@ -1,0 +1,250 @@
+"""A read-only investigation: the model reads one commit of the repository and answers in JSON.
+
+The loop is the built-in agent's (one message list, tools answered by id, limits checked
+before each model call) with a different tool set: ``read``, ``glob`` and ``grep`` over a
+commit of the mirror (``git show``, ``git ls-tree``, ``git grep``: no checkout, no process of
+the repository's, nothing can be written) and ``submit`` with the answer. Any other tool name
+is refused, whatever the model asks. The answer may also come as a plain JSON message.
+
+Used by the acceptance review of a batch (`bot.publishing.acceptance`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+
+from bot.agent.tools import MAX_GLOB_RESULTS, MAX_GREP_RESULTS, MAX_LINE_CHARS, clip
+from bot.agent.toolspecs import GlobArgs, GrepArgs, ReadArgs
+from bot.errors import LLMError
+from bot.llm import LLM, Message, ToolCall, ToolSpec, Usage
+from bot.llm.structured import problems_of
+from bot.workspace.git import GitResult
+
+T = TypeVar("T", bound=BaseModel)
+Git = Callable[..., Awaitable[GitResult]]
+TOOLS = ("read", "glob", "grep", "submit")
+
+
+class ReadOnlyLimits(BaseModel):
+    """The bounds of one investigation."""
+
+    max_steps: int = Field(default=12, ge=1, description="Model calls.")
+    max_tokens: int = Field(default=200_000, ge=1, description="Tokens, input and output.")
+    max_cost_usd: float = Field(default=1.0, gt=0, description="US dollars.")
+    max_seconds: float = Field(default=600, gt=0, description="Wall-clock seconds.")
+    output_limit_chars: int = Field(default=20_000, ge=1000, description="Characters of one tool answer.")
+
+
+class Unfinished(LLMError):
+    """The investigation ended without an answer; what it spent so far is attached."""
+
+    def __init__(self, message: str, *, usage: Usage, cost_usd: float) -> None:
+        super().__init__(message)
+        self.usage = usage
+        self.cost_usd = cost_usd
+
+
+@dataclass
+class Investigation(Generic[T]):
+    """The answer and what it took."""
+
+    value: T
+    usage: Usage
+    cost_usd: float
+    steps: int
+    files_read: list[str] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.usage.total_input_tokens + self.usage.output_tokens
+
+
+@dataclass(frozen=True)
+class GitTree:
+    """One commit of a mirror, readable and nothing else."""
+
+    git: Git
+    sha: str
+
+    async def paths(self) -> list[str]:
+        out = await self.git("ls-tree", "-r", "--name-only", "-z", self.sha, check=False)
+        return [p for p in out.stdout.split("\0") if p]
+
+    async def read(self, args: ReadArgs) -> str:
+        path = _clean(args.path)
+        out = await self.git("cat-file", "-p", f"{self.sha}:{path}", check=False)
+        if out.returncode != 0:
+            return f"error: no file {path!r} at this commit"
+        if "\0" in out.stdout[:8192]:
+            return f"error: {path} is a binary file"
+        lines = out.stdout.splitlines()
+        chosen = lines[args.offset - 1 : args.offset - 1 + args.limit]
+        shown = [f"{n:>6}\t{line[:MAX_LINE_CHARS]}" for n, line in enumerate(chosen, start=args.offset)]
+        more = len(lines) - (args.offset - 1 + len(chosen))
+        tail = [f"[{more} more lines: read with offset={args.offset + len(chosen)}]"] if more > 0 else []
+        return "\n".join(shown + tail) or f"({path} is empty)"
+
+    async def glob(self, args: GlobArgs) -> str:
+        pattern = args.pattern.strip().removeprefix("./") or "*"
+        found = [p for p in await self.paths() if _matches(p, pattern)]
+        extra = len(found) - MAX_GLOB_RESULTS
+        shown = found[:MAX_GLOB_RESULTS] + ([f"[{extra} more]"] if extra > 0 else [])
+        return "\n".join(shown) or "no file matches"
+
+    async def grep(self, args: GrepArgs) -> str:
+        where = _clean(args.path) or "."
+        out = await self.git(
+            "grep", "-n", "-I", "-E", "--no-color", "-e", args.pattern, self.sha, "--", where, check=False
+        )
+        if out.returncode not in (0, 1):
+            return f"error: grep failed: {out.stderr.strip()[:300]}"
+        hits = []
+        for line in out.stdout.splitlines():
+            hit = line.removeprefix(f"{self.sha}:")
+            name = hit.split(":", 1)[0]
+            if args.glob is None or _matches(name, args.glob):
+                hits.append(hit[:MAX_LINE_CHARS])
+        extra = len(hits) - MAX_GREP_RESULTS
+        return "\n".join(hits[:MAX_GREP_RESULTS] + ([f"[{extra} more]"] if extra > 0 else [])) or "no match"
+
+
+def _matches(path: str, pattern: str) -> bool:
+    if "/" in pattern:
+        from bot.workspace import is_denied
+
+        return is_denied(path, [pattern])
+    return fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern)
+
+
+def _clean(path: str) -> str:
+    parts = [p for p in path.strip().split("/") if p not in ("", ".")]
+    if path.startswith("/") or ".." in parts:
+        raise ValueError(f"{path!r} is not a path inside the repository")
+    return "/".join(parts)
+
+
+def tool_specs(answer: type[BaseModel]) -> list[ToolSpec]:
+    """read, glob, grep and submit (whose input is the answer's schema)."""
+    schema = answer.model_json_schema()
+    return [
+        ToolSpec(
+            name="read", description="Read a text file with numbered lines.", input_schema=_schema(ReadArgs)
+        ),
+        ToolSpec(name="glob", description="List files matching a glob.", input_schema=_schema(GlobArgs)),
+        ToolSpec(
+            name="grep",
+            description="Search file contents with an extended regular expression; prints path:line:text.",
+            input_schema=_schema(GrepArgs),
+        ),
+        ToolSpec(name="submit", description="Give your final answer; ends the session.", input_schema=schema),
+    ]
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+async def investigate(
+    llm: LLM,
+    tree: GitTree,
+    *,
+    system: str,
+    prompt: str,
+    answer: type[T],
+    limits: ReadOnlyLimits,
+    validate: Callable[[T], list[str]] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Investigation[T]:
+    """Let the model read `tree` until it submits a valid `answer`; raises `Unfinished`."""
+    started = clock()
+    usage, cost, steps = Usage(), 0.0, 0
+    files: list[str] = []
+    messages = [Message(role="user", content=prompt)]
+    specs = tool_specs(answer)
+    while True:
+        why = _over(limits, steps, usage, cost, clock() - started)
+        if why:
+            raise Unfinished(why, usage=usage, cost_usd=cost)
+        try:
+            completion = await llm.complete(system=system, messages=messages, tools=specs, cache_prefix=True)
+        except LLMError as exc:
+            raise Unfinished(f"the model call failed: {exc.message}", usage=usage, cost_usd=cost) from exc
+        steps += 1
+        usage += completion.usage
+        cost += completion.cost_usd
+        messages.append(Message(role="assistant", content=completion.text, tool_calls=completion.tool_calls))
+        if not completion.tool_calls:
+            value, problems = problems_of(completion.text, answer, validate=validate)
+            if value is not None:
+                return Investigation(value, usage, round(cost, 6), steps, files)
+            messages.append(Message(role="user", content=_fix(problems)))
+            continue
+        for call in completion.tool_calls:
+            if call.name == "submit":
+                value, problems = _submitted(call, answer, validate)
+                if value is not None:
+                    return Investigation(value, usage, round(cost, 6), steps, files)
+                observation = _fix(problems)
+            else:
+                observation = clip(await _run(tree, call, files), limits.output_limit_chars)
+            messages.append(Message(role="tool", content=observation, tool_call_id=call.id))
+
+
+def _submitted(
+    call: ToolCall, answer: type[T], validate: Callable[[T], list[str]] | None
+) -> tuple[T | None, list[str]]:
+    try:
+        value = answer.model_validate(call.arguments)
+    except ValidationError as exc:
+        return None, [f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()]
+    problems = validate(value) if validate is not None else []
+    return (value, []) if not problems else (None, problems)
+
+
+def _fix(problems: list[str]) -> str:
+    lines = "\n".join(f"- {p}" for p in problems[:10])
+    return f"The answer is not valid yet:\n{lines}\nCall submit again with a corrected answer."
+
+
+async def _run(tree: GitTree, call: ToolCall, files: list[str]) -> str:
+    kinds: dict[str, type[BaseModel]] = {"read": ReadArgs, "glob": GlobArgs, "grep": GrepArgs}
+    kind = kinds.get(call.name)
+    if kind is None:
+        return f"refused: this session is read-only; the tools are {', '.join(TOOLS)}"
+    try:
+        args = kind.model_validate(call.arguments)
+        if isinstance(args, ReadArgs):
+            text = await tree.read(args)
+            path = _clean(args.path)
+            if not text.startswith("error:") and path not in files:
+                files.append(path)
+            return text
+        if isinstance(args, GlobArgs):
+            return await tree.glob(args)
+        assert isinstance(args, GrepArgs)
+        return await tree.grep(args)
+    except ValidationError as exc:
+        return f"error: bad arguments for {call.name}: " + "; ".join(e["msg"] for e in exc.errors())
+    except ValueError as exc:
+        return f"refused: {exc}"
+
+
+def _over(limits: ReadOnlyLimits, steps: int, usage: Usage, cost: float, elapsed: float) -> str | None:
+    tokens = usage.total_input_tokens + usage.output_tokens
+    if steps >= limits.max_steps:
+        return f"step limit reached: {steps} model calls of {limits.max_steps}"
+    if tokens >= limits.max_tokens:
+        return f"token limit reached: {tokens:,} of {limits.max_tokens:,}"
+    if cost >= limits.max_cost_usd:
+        return f"cost limit reached: ${cost:.4f} of ${limits.max_cost_usd:.2f}"
+    if elapsed >= limits.max_seconds:
+        return f"time limit reached: {elapsed:.0f}s of {limits.max_seconds:.0f}s"
+    return None

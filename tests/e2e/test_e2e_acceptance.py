@@ -1,0 +1,109 @@
+"""End to end: the acceptance review through the real server, its model an Anthropic-shaped
+fake over HTTP (the server's own provider code, prices and all), GitHub the fake over HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bot.state import PlanStatus
+from bot.testing.fake_llm import FakeAnthropic
+from bot.testing.server_process import free_port
+from tests.e2e.world import PRD, REPO, World, make_world, payload
+
+pytestmark = pytest.mark.e2e
+
+
+def _verdict(sid: str, verdict: str, evidence: str) -> dict[str, object]:
+    path = f"{sid.lower()}.txt"
+    return {
+        "story_id": sid,
+        "criterion": 1,
+        "verdict": verdict,
+        "evidence": evidence,
+        "path": path,
+        "line": 1,
+    }
+
+
+SCRIPT = [
+    ("read", {"path": "story-001.txt"}),
+    (
+        "submit",
+        {
+            "summary": "Both files are there.",
+            "verdicts": [
+                _verdict("STORY-001", "met", "says done"),
+                _verdict("STORY-002", "met", "says done"),
+            ],
+        },
+    ),
+    ("submit", {"verdicts": [_verdict("STORY-003", "met", "says done")]}),
+]
+
+
+@pytest.fixture
+def model() -> Iterator[tuple[FakeAnthropic, str]]:
+    fake = FakeAnthropic(SCRIPT)
+
+    async def messages(request: Request) -> Response:
+        answer = fake.handle(httpx2.Request("POST", str(request.url), content=await request.body()))
+        return Response(answer.content, status_code=answer.status_code, media_type="application/json")
+
+    port = free_port()
+    app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    yield fake, f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture
+def world(tmp_path: Path, model: tuple[FakeAnthropic, str]) -> Iterator[World]:
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key", "PLAN_CASCADE_LLM_BASE_URL": model[1]}
+    yield from make_world(tmp_path, extra_env=env)
+
+
+def test_every_batch_is_reviewed_against_its_criteria(world: World, model: tuple[FakeAnthropic, str]) -> None:
+    fake_model, _ = model
+    world.fake.add_issue(REPO, title="Greetings", body=PRD)
+    labeled = payload(
+        "issues.labeled.1",
+        number=1,
+        label={"name": "plan-cascade"},
+        sender={"login": "maint", "type": "User"},
+    )
+    assert world.post("issues", labeled).status_code == 202
+    comment, _ = world.wait(lambda: world.plan()[1] and world.plan())
+    world.fake.add_reaction(REPO, comment.id, "maint", "+1")
+    world.wait(lambda: world.plan()[1].status == PlanStatus.COMPLETED, timeout=120)
+    _, state = world.plan()
+    pulls = sorted(world.fake.repo(REPO).pulls.values(), key=lambda p: p.number)
+    assert len(pulls) == 2 and not any(p.draft for p in pulls)
+    for pull in pulls:
+        body = world.fake.repo(REPO).issues[pull.number].body
+        assert "- [x] story-00" in body and "- [ ]" not in body
+    reviews = world.fake.repo(REPO).reviews
+    assert sorted((r.pull_number, r.state) for r in reviews) == [(p.number, "COMMENTED") for p in pulls]
+    cited = sorted((c.path, c.line) for c in world.fake.repo(REPO).review_comments)
+    assert cited == [("story-001.txt", 1), ("story-002.txt", 1), ("story-003.txt", 1)]
+    # The reviewer read the file at the batch head, and what it cost is in the plan's budget.
+    assert "done" in str(fake_model.requests[1]["messages"][-1])
+    assert len(fake_model.requests) == 3
+    assert state.review_tokens > 0 and state.review_cost_usd > 0
+    assert "sk-ant-test-key" not in str(fake_model.requests)
