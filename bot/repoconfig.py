@@ -106,6 +106,11 @@ class LLMConfig(_Section):
         "auto", description="Plan from several perspectives first (auto = when the issue is large)."
     )
     quality_review: bool = Field(True, description="LLM review of completeness, granularity, testability.")
+    exploration: bool = Field(
+        True, description="Read the code (read-only) before planning, to ground the plan."
+    )
+    exploration_max_steps: int = Field(12, ge=1, le=60, description="Model calls exploration may make.")
+    exploration_max_cost_usd: float = Field(0.5, gt=0, le=10, description="US dollars exploration may spend.")
     prices: dict[str, ModelPrice] = Field({}, description="Prices of models the built-in table lacks.")
 
     @model_validator(mode="after")

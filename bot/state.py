@@ -156,6 +156,9 @@ class PlanState(BaseModel):
         description="Cross-checked planning: where the models agreed and disagreed and what the "
         "synthesis chose (Markdown).",
     )
+    looked_at: str | None = Field(
+        default=None, description="Exploration before planning: files read, conventions, cost (Markdown)."
+    )
     source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm"
     plan_pr: int | None = None
     setup: list[str] = Field(

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import logging
 
-from bot.errors import ConfigurationError, GitHubError, LLMError
+from bot.agent.readonly import GitTree, ReadOnlyLimits
+from bot.errors import ConfigurationError, GitHubError, LLMError, WorkspaceError
 from bot.github.models import Issue
 from bot.handlers.session import Session
+from bot.llm import LLM, Usage
 from bot.permissions import is_bot
 from bot.plan import PRD, prd_to_yaml
-from bot.planning.context import IssueContext, RepoContext
+from bot.planning.context import IssueContext, RepoContext, build_context
+from bot.planning.exploration import Exploration, explore, looked_at_markdown, planner_notes
 from bot.planning.planner import PlanningResult, plan_issue
+from bot.workspace.mirror import Mirror
 
 log = logging.getLogger(__name__)
 README_NAMES = ("README.md", "README.rst", "README")
@@ -58,15 +62,53 @@ async def plan_with_llm(
         notes=extra,
         labels=list(issue.labels),
     )
-    return await plan_issue(
+    repo = await repo_context(session)
+    explored = await explore_code(session, llm, build_context(context, RepoContext(), token_budget=6000))
+    result = await plan_issue(
         llm=llm,
         issue=context,
-        repo=await repo_context(session),
+        repo=repo,
         max_stories=config.limits.max_stories,
         multi_perspective=config.llm.multi_perspective,
         planning_llms=planners,
         quality_review=config.llm.quality_review,
+        explored=planner_notes(explored) if explored is not None else "",
     )
+    if explored is None:
+        return result
+    return result.model_copy(
+        update={
+            "looked_at": looked_at_markdown(explored),
+            "cost_usd": result.cost_usd + explored.cost_usd,
+            "usage": result.usage + Usage(input_tokens=explored.tokens),
+        }
+    )
+
+
+async def explore_code(session: Session, llm: LLM, context: str) -> Exploration | None:
+    """Read the default branch's head before planning (`llm.exploration`); None when off."""
+    config = session.config
+    assert config is not None
+    if not config.llm.exploration or not session.clone_url:
+        return None
+    mirror = Mirror(
+        root=session.services.settings.data_dir.resolve(),
+        clone_url=session.clone_url,
+        token_provider=session.port.git_token,
+    )
+    try:
+        await mirror.ensure()
+        await mirror.fetch()
+        head = await mirror.resolve(f"refs/remotes/origin/{session.default_branch}")
+    except (WorkspaceError, GitHubError) as exc:
+        log.warning("no exploration before planning: %s", exc.message)
+        return Exploration(error=f"the repository could not be read ({exc.message})")
+    limits = ReadOnlyLimits(
+        max_steps=config.llm.exploration_max_steps,
+        max_cost_usd=config.llm.exploration_max_cost_usd,
+        max_seconds=300,
+    )
+    return await explore(llm, GitTree(mirror.git, head), context=context, limits=limits)
 
 
 async def trusted_comments(session: Session) -> list[tuple[str, str]]:

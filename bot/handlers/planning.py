@@ -125,6 +125,7 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
                 "planning_cost_usd": state.planning_cost_usd + planning.cost_usd,
                 "perspectives": planning.perspectives,
                 "cross_check": planning.cross_check,
+                "looked_at": planning.looked_at,
                 "warnings": planning.warnings,
             }
         )

@@ -60,6 +60,9 @@ class PlanningResult(BaseModel):
     cost_usd: float = Field(default=0.0, description="Cost of every call in US dollars, summed.")
     calls: int = Field(default=0, description="Number of model calls made, repairs included.")
     epic: Epic | None = Field(default=None, description="Features of a mega plan, for child issues.")
+    looked_at: str | None = Field(
+        default=None, description="What exploration before planning read and found (Markdown)."
+    )
 
 
 async def _step(stage: str, job: Awaitable[T]) -> T:
@@ -98,12 +101,15 @@ async def plan_issue(
     planning_llms: Sequence[LLM] = (),
     quality_review: bool = True,
     context_tokens: int = 12000,
+    explored: str = "",
 ) -> PlanningResult:
     """Plan `issue` with `llm` (and `planning_llms` for cross-checking when there are two or more)."""
     if max_stories < 1:
         raise ValueError(f"max_stories must be at least 1, got {max_stories}")
     hint = analyse_strategy(issue, repo)
     context = build_context(issue, repo, token_budget=context_tokens)
+    if explored:  # what exploring the code found (bot.planning.exploration.planner_notes)
+        context = f"{context}\n\n{explored}"
     meter = UsageMeter()
     warnings: list[str] = []
 
