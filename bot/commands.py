@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-COMMANDS = ("plan", "approve", "revise", "cancel", "status", "retry", "skip", "fix", "help")
+COMMANDS = ("plan", "approve", "revise", "cancel", "status", "retry", "skip", "fix", "ask", "help")
 PREFIX = "/plan-cascade"
 _STORY = re.compile(r"^[A-Z][A-Z0-9]*-\d{3}$")
 _REVISION = re.compile(r"^[0-9a-f]{7,64}$")
@@ -73,6 +73,10 @@ def parse_command(body: str | None, *, app_slug: str | None = None) -> Command |
                 problem=f"`{name}` needs story ids, e.g. `/plan-cascade {name} STORY-002`",
             )
         return Command(name=name, text=text, stories=ids)
+    if name == "ask" and not text:
+        return Command(
+            name=name, problem="`ask` needs a question, e.g. `/plan-cascade ask where are prices computed?`"
+        )
     if name in ("revise", "fix") and not text:
         return Command(
             name=name, problem=f"`{name}` needs feedback, e.g. `/plan-cascade {name} split STORY-002`"

@@ -110,6 +110,13 @@ async def _plan(session: Session, cmd: Command, author: Author) -> None:
     await plan_issue(session, actor=author.login, text=cmd.text)
 
 
+@command("ask")
+async def _ask(session: Session, cmd: Command, author: Author) -> None:
+    from bot.handlers.ask import answer_question
+
+    await answer_question(session, question=cmd.text, actor=author.login)
+
+
 @command("revise")
 async def _revise(session: Session, cmd: Command, author: Author) -> None:
     from bot.plan import extract_prd_block

@@ -91,15 +91,8 @@ async def explore_code(session: Session, llm: LLM, context: str) -> Exploration 
     assert config is not None
     if not config.llm.exploration or not session.clone_url:
         return None
-    mirror = Mirror(
-        root=session.services.settings.data_dir.resolve(),
-        clone_url=session.clone_url,
-        token_provider=session.port.git_token,
-    )
     try:
-        await mirror.ensure()
-        await mirror.fetch()
-        head = await mirror.resolve(f"refs/remotes/origin/{session.default_branch}")
+        tree = await default_head(session)
     except (WorkspaceError, GitHubError) as exc:
         log.warning("no exploration before planning: %s", exc.message)
         return Exploration(error=f"the repository could not be read ({exc.message})")
@@ -108,7 +101,20 @@ async def explore_code(session: Session, llm: LLM, context: str) -> Exploration 
         max_cost_usd=config.llm.exploration_max_cost_usd,
         max_seconds=300,
     )
-    return await explore(llm, GitTree(mirror.git, head), context=context, limits=limits)
+    return await explore(llm, tree, context=context, limits=limits)
+
+
+async def default_head(session: Session) -> GitTree:
+    """The default branch's head in the server's mirror (fetched now), to be read and nothing else."""
+    assert session.clone_url
+    mirror = Mirror(
+        root=session.services.settings.data_dir.resolve(),
+        clone_url=session.clone_url,
+        token_provider=session.port.git_token,
+    )
+    await mirror.ensure()
+    await mirror.fetch()
+    return GitTree(mirror.git, await mirror.resolve(f"refs/remotes/origin/{session.default_branch}"))
 
 
 async def trusted_comments(session: Session) -> list[tuple[str, str]]:
