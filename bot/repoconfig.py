@@ -125,7 +125,9 @@ class LLMConfig(_Section):
 class AgentPhases(_Section):
     """Fallback chains of agents per phase; an empty chain means [agent.default]."""
 
-    planning: list[str] = Field([], description="Agents that explore the code while planning.")
+    planning: list[str] = Field(
+        [], description="Not used yet: exploration before planning is the built-in read-only explorer."
+    )
     implementation: list[str] = Field([], description="Agents that implement a story.")
     retry: list[str] = Field([], description="Agents that fix a story after its gates failed.")
     refactor: list[str] = Field([], description="Agents that run refactoring stories.")

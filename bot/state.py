@@ -159,6 +159,10 @@ class PlanState(BaseModel):
     looked_at: str | None = Field(
         default=None, description="Exploration before planning: files read, conventions, cost (Markdown)."
     )
+    clarifications: str | None = Field(
+        default=None,
+        description="The questions asked before planning and the maintainer's answers (Markdown).",
+    )
     source: Literal["prd-block", "llm", "plan-pr", "reflection"] = "llm"
     plan_pr: int | None = None
     setup: list[str] = Field(

@@ -65,6 +65,17 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
     cmd = parse_command(env.comment.body, app_slug=session.app_slug)
     if cmd is None:
         if not env.issue.is_pull_request and await session.load_config() is not None:
+            from bot.handlers.clarify import resume_with_answers
+
+            user = env.comment.user
+            if session.config_error is None and await resume_with_answers(
+                session,
+                login=user.login,
+                association=env.comment.author_association,
+                user_type=user.type,
+                body=env.comment.body or "",
+            ):
+                return
             await poll_reactions(session)
         return
     await session.react_comment(env.comment.id, "eyes")

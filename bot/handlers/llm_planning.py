@@ -16,7 +16,7 @@ from bot.llm import LLM, Usage
 from bot.permissions import is_bot
 from bot.plan import PRD, prd_to_yaml
 from bot.planning.context import IssueContext, RepoContext, build_context
-from bot.planning.exploration import Exploration, explore, looked_at_markdown, planner_notes
+from bot.planning.exploration import Exploration, check_intent, explore, looked_at_markdown, planner_notes
 from bot.planning.planner import PlanningResult, plan_issue
 from bot.workspace.mirror import Mirror
 
@@ -45,6 +45,9 @@ async def plan_with_llm(
     from bot.handlers.epic import epic_context
 
     epic = await epic_context(session, issue.body)
+    # A first plan asked for by the label or a bare `plan` may turn out to be a question, or too
+    # unclear to plan: exploration says so. Notes, feedback, an epic's child: a plan it is.
+    triage = not extra and feedback is None and previous is None and not epic
     if epic:
         extra = f"{epic}\n\n{extra}".strip()
     if feedback is not None and previous is not None:
@@ -63,7 +66,11 @@ async def plan_with_llm(
         labels=list(issue.labels),
     )
     repo = await repo_context(session)
-    explored = await explore_code(session, llm, build_context(context, RepoContext(), token_budget=6000))
+    explored = await explore_code(
+        session, llm, build_context(context, RepoContext(), token_budget=6000), triage=triage
+    )
+    if triage and explored is not None:
+        check_intent(explored)
     result = await plan_issue(
         llm=llm,
         issue=context,
@@ -85,7 +92,9 @@ async def plan_with_llm(
     )
 
 
-async def explore_code(session: Session, llm: LLM, context: str) -> Exploration | None:
+async def explore_code(
+    session: Session, llm: LLM, context: str, *, triage: bool = False
+) -> Exploration | None:
     """Read the default branch's head before planning (`llm.exploration`); None when off."""
     config = session.config
     assert config is not None
@@ -101,7 +110,7 @@ async def explore_code(session: Session, llm: LLM, context: str) -> Exploration 
         max_cost_usd=config.llm.exploration_max_cost_usd,
         max_seconds=300,
     )
-    return await explore(llm, tree, context=context, limits=limits)
+    return await explore(llm, tree, context=context, limits=limits, triage=triage)
 
 
 async def default_head(session: Session) -> GitTree:

@@ -19,6 +19,7 @@ from bot.handlers.plan_io import DEFAULT_TRIGGER, save_plan, update_plan
 from bot.handlers.session import Session, session_for_event, session_for_job
 from bot.permissions import is_bot
 from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
+from bot.planning.exploration import NeedsAnswers, NotATask
 from bot.plans import LoadedPlan
 from bot.rendering import messages
 from bot.routing import Event, Router
@@ -59,7 +60,14 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
     await plan_issue(session, actor=env.sender.login, text="")
 
 
-async def plan_issue(session: Session, *, actor: str, text: str, feedback: str | None = None) -> None:
+async def plan_issue(
+    session: Session,
+    *,
+    actor: str,
+    text: str,
+    feedback: str | None = None,
+    clarifications: str | None = None,
+) -> None:
     """Make (or remake) the issue's plan and write the plan comment.
 
     `text` is the command's text (may hold a `prd` block or notes); `feedback` is set for
@@ -110,6 +118,11 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
     except LLMError as exc:
         await session.reply(messages.planning_failed(exc.message))
         return
+    except (NotATask, NeedsAnswers) as exc:
+        from bot.rendering.answers import intent_reply
+
+        await session.reply(intent_reply(exc))
+        return
     config = session.config
     setup, setup_source = await planned_setup(session)
 
@@ -126,6 +139,7 @@ async def plan_issue(session: Session, *, actor: str, text: str, feedback: str |
                 "perspectives": planning.perspectives,
                 "cross_check": planning.cross_check,
                 "looked_at": planning.looked_at,
+                "clarifications": clarifications,
                 "warnings": planning.warnings,
             }
         )

@@ -202,7 +202,10 @@ def _steps(state: PlanState, *, graph_drawn: bool) -> Iterator[_Trim]:
     trim = _Trim()
     yield trim
     for step, useful in (
-        ("perspectives", bool(state.perspectives or state.cross_check or state.looked_at)),
+        (
+            "perspectives",
+            bool(state.perspectives or state.cross_check or state.looked_at or state.clarifications),
+        ),
         ("criteria", True),
         ("graph", graph_drawn),
     ):
