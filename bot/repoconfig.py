@@ -275,6 +275,19 @@ class PublishingConfig(_Section):
     )
 
 
+class CIConfig(_Section):
+    """The repository's own CI on each batch pull request."""
+
+    watch: bool = Field(True, description="Follow the batch PRs' checks: re-run flaky jobs, fix failures.")
+    checks: list[NonEmpty] = Field(
+        [], description="Checks that count, by name or glob; [] = every one that ran."
+    )
+    max_fix_attempts: int = Field(2, ge=0, le=5, description="Fix commits per batch PR for CI failures.")
+    pending_minutes: int = Field(
+        60, ge=1, le=1440, description="Minutes after which pending checks are reported."
+    )
+
+
 class RepoConfig(_Section):
     """Plan Cascade's configuration of one repository, `.github/plan-cascade.yml` on the default branch."""
 
@@ -305,6 +318,7 @@ class RepoConfig(_Section):
     publishing: PublishingConfig = Field(
         default_factory=PublishingConfig, description="How pull requests are opened."
     )
+    ci: CIConfig = Field(default_factory=CIConfig, description="The repository's own CI on batch PRs.")
 
     @model_validator(mode="after")
     def _check_approvals(self) -> RepoConfig:

@@ -121,6 +121,12 @@ class BatchState(BaseModel):
     reviewed_head: str | None = Field(
         default=None, description="The batch head whose acceptance verdicts the stories hold."
     )
+    ci_reruns: list[int] = Field(default_factory=list, description="Workflow runs re-run for infrastructure.")
+    ci_fixes: int = Field(default=0, description="Fix commits pushed for the repository's CI.")
+    ci_actions: list[str] = Field(default_factory=list, description="What the bot did about CI, in order.")
+    ci_stopped: str | None = Field(default=None, description="Why the CI loop stopped on this PR.")
+    ci_comment: int | None = Field(default=None, description="The sticky CI comment on the PR.")
+    ci_timer: str | None = Field(default=None, description="The head whose pending-checks timer is set.")
 
 
 class PlanState(BaseModel):

@@ -16,16 +16,24 @@ from bot.worker import JobKinds
 
 def default_router() -> Router:
     """Every concern's handlers, in data-flow order."""
-    from bot.handlers import checks, commands, plan_pr, planning, review
+    from bot.handlers import checks, ci, commands, plan_pr, planning, review
 
     return Router.combine(
-        [installation.router, planning.router, commands.router, plan_pr.router, review.router, checks.router]
+        [
+            installation.router,
+            planning.router,
+            commands.router,
+            plan_pr.router,
+            review.router,
+            checks.router,
+            ci.router,
+        ]
     )
 
 
 def default_job_kinds() -> JobKinds:
     """Every job kind other than `webhook`."""
-    from bot.handlers import approval, checks, execution, planning, review
+    from bot.handlers import approval, checks, ci, execution, planning, review
 
     kinds = JobKinds()
     kinds.merge(planning.kinds)
@@ -33,6 +41,7 @@ def default_job_kinds() -> JobKinds:
     kinds.merge(approval.kinds)
     kinds.merge(execution.kinds)
     kinds.merge(review.kinds)
+    kinds.merge(ci.kinds)
     return kinds
 
 

@@ -19,6 +19,7 @@ from githubkit.auth import AppInstallationAuthStrategy, TokenAuthStrategy
 from githubkit.exception import GitHubException
 
 from bot.errors import GitHubError, NotFound
+from bot.github.client_actions import ActionsCalls
 from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo, translate
 from bot.github.client_pulls import PullsAndChecks
 from bot.github.models import (
@@ -55,7 +56,7 @@ query($id: ID!) {
 """
 
 
-class GitHubKitPort(PullsAndChecks):
+class GitHubKitPort(PullsAndChecks, ActionsCalls):
     """The GitHub port over one authenticated `githubkit.GitHub` (one installation or token)."""
 
     def __init__(

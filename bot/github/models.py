@@ -122,6 +122,7 @@ class PullRequest(_Lenient):
     head_repo: str = Field(default="", description="`owner/name` the head branch lives in (a fork's).")
     base_repo: str = Field(default="", description="`owner/name` the pull request targets.")
     user_login: str = Field(default="", description="Who opened the pull request.")
+    node_id: str = Field(default="", description="GraphQL id.")
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> PullRequest:
@@ -143,6 +144,7 @@ class PullRequest(_Lenient):
             head_repo=(head.get("repo") or {}).get("full_name") or "",
             base_repo=(base.get("repo") or {}).get("full_name") or "",
             user_login=_login(data),
+            node_id=data.get("node_id") or "",
         )
 
 
@@ -176,10 +178,40 @@ class CheckRun(_Lenient):
     conclusion: str | None = Field(default=None, description="Set once completed, e.g. `success`.")
     external_id: str | None = Field(default=None, description="Our own reference for the run.")
     html_url: str | None = Field(default=None, description="Link to the run on github.com.")
+    details_url: str | None = Field(default=None, description="The integrator's page (an Actions job's URL).")
+    app_slug: str | None = Field(default=None, description="The App that made the run.")
+    title: str = Field(default="", description="The output's title.")
+    summary: str = Field(default="", description="The output's summary.")
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> CheckRun:
-        return cls.model_validate(data)
+        output = data.get("output") or {}
+        return cls.model_validate(
+            {
+                **data,
+                "app_slug": (data.get("app") or {}).get("slug"),
+                "title": output.get("title") or "",
+                "summary": output.get("summary") or "",
+            }
+        )
+
+
+class CommitStatus(_Lenient):
+    """A legacy commit status (the statuses API)."""
+
+    context: str = Field(default="default", description="The status's name.")
+    state: str = Field(description="error, failure, pending or success.")
+    description: str = Field(default="", description="A short description.")
+    target_url: str | None = Field(default=None, description="Where the details are.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> CommitStatus:
+        return cls(
+            context=data.get("context") or "default",
+            state=data.get("state") or "pending",
+            description=data.get("description") or "",
+            target_url=data.get("target_url"),
+        )
 
 
 class Repository(_Lenient):

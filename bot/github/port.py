@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from bot.github.models import (
     CheckRun,
     Comment,
+    CommitStatus,
     Issue,
     PullCommit,
     PullRequest,
@@ -161,6 +162,15 @@ class GitHubPort(Protocol):
     async def create_workflow_dispatch(
         self, repo: str, workflow_id: str | int, *, ref: str, inputs: Mapping[str, str] | None = None
     ) -> None: ...
+
+    # The repository's own CI
+    async def list_commit_statuses(self, repo: str, ref: str) -> list[CommitStatus]: ...
+
+    async def job_log(self, repo: str, job_id: int) -> str: ...
+
+    async def rerun_failed_jobs(self, repo: str, run_id: int) -> None: ...
+
+    async def convert_to_draft(self, repo: str, node_id: str) -> None: ...
 
     async def get_app_slug(self) -> str | None: ...
 

@@ -248,21 +248,15 @@ class GitHubPublisher:
         unmet: str | None = None,
     ) -> None:
         """The `plan-cascade` check on the PR head that sums up the batch."""
-        failed = [sid for sid in run.state.batches_ids()[batch - 1] if sid not in merged]
-        bad = [n for n, c in integration.items() if c != "success"]
-        ok = not failed and not bad and unmet is None
+        from bot.gates.ci import rollup_verdict
+
+        verdict, title = rollup_verdict(run.state, batch, merged, integration, unmet=unmet)
         lines = [
             f"- {sid}: {run.state.stories[sid].status.value}" for sid in run.state.batches_ids()[batch - 1]
         ]
         lines += [f"- integration `{n}`: {c}" for n, c in integration.items()]
         lines += [f"- {unmet}"] if unmet else []
-        output = {
-            "title": f"Batch {batch}: {len(merged)} stories merged"
-            + ("" if not failed and not bad else f", {len(failed)} missing, {len(bad)} gates failing")
-            + ("" if unmet is None else ", acceptance criteria not met"),
-            "summary": "\n".join(lines),
-        }
-        verdict = "success" if ok else "failure"
+        output = {"title": title, "summary": "\n".join(lines)}
         try:
             existing = [
                 r

@@ -61,9 +61,21 @@ async def review_context(
 
 
 async def apply_review_fix(
-    session: Session, *, batch: int, pr_number: int, feedback: str, review_id: int | None
-) -> None:
-    """Run the review phase on the batch branch and push the result."""
+    session: Session,
+    *,
+    batch: int,
+    pr_number: int,
+    feedback: str,
+    review_id: int | None,
+    announce: bool = True,
+    files: list[str] | None = None,
+) -> tuple[str | None, str]:
+    """Run the review phase on the batch branch and push the result.
+
+    Returns the pushed head (None when nothing was pushed) and what happened, in a sentence;
+    with `announce`, that is also said on the PR. A human review requesting changes stops the
+    CI loop on the PR (the review loop takes over).
+    """
     from bot.handlers.execution import build_run
     from bot.handlers.plan_io import update_plan
     from bot.orchestration.story import _attempts
@@ -73,13 +85,17 @@ async def apply_review_fix(
         await session.port.create_issue_comment(
             session.repo, pr_number, body="This batch has no plan any more."
         )
-        return
+        return None, "this batch has no plan any more"
     record = loaded.state.batches[batch - 1]
     branch = record.branch or batch_branch(f"plan-cascade/{session.issue}", batch)
     if record.hands_off:
         await session.port.create_issue_comment(session.repo, pr_number, body=messages.hands_off(branch))
-        return
-    text, files = await review_context(session, pr_number, review_id, feedback)
+        return None, "someone else pushed to the branch"
+    if review_id is not None and not record.ci_stopped:
+        stop = functools.partial(_ci_stopped, batch=batch, why="a review requested changes")
+        loaded = await update_plan(session, loaded, stop)
+    text, named = await review_context(session, pr_number, review_id, feedback)
+    files = [*named, *(f for f in files or [] if f not in named)]
     story = Story(
         id=f"FIX-{batch:03d}",
         title=f"Address review feedback on batch {batch}",
@@ -101,7 +117,7 @@ async def apply_review_fix(
     remote = await run.mirror.remote_sha(branch)
     if remote is None or (record.head_sha and remote != record.head_sha):
         await _hands_off(session, pr_number, branch, loaded, batch)
-        return
+        return None, "someone else pushed to the branch"
     path = run.work_root / f"review-{batch}"
     home = run.work_root / f".home-review-{batch}"
     home.mkdir(parents=True, exist_ok=True)
@@ -119,15 +135,21 @@ async def apply_review_fix(
                 await run.mirror.push(branch, expected_remote_sha=remote, force=True)
             except PushRejected:
                 await _hands_off(session, pr_number, branch, loaded, batch)
-                return
+                return None, "someone else pushed to the branch"
             await update_plan(session, loaded, functools.partial(_with_head, batch=batch, head=after))
-        await session.port.create_issue_comment(
-            session.repo, pr_number, body=_reply(result, changed, after != before)
-        )
+        if announce:
+            await session.port.create_issue_comment(
+                session.repo, pr_number, body=_reply(result, changed, after != before)
+            )
+        if after != before and result.status == StoryStatus.PASSED:
+            return after, f"pushed {after[:12]} ({', '.join(changed[:5]) or 'no file names'})"
+        return None, f"nothing pushed: {result.reason or 'the gates did not pass'}"
     except (WorkspaceError, AgentError) as exc:
-        await session.port.create_issue_comment(
-            session.repo, pr_number, body=f"Plan Cascade could not apply the feedback: {exc.message}"
-        )
+        if announce:
+            await session.port.create_issue_comment(
+                session.repo, pr_number, body=f"Plan Cascade could not apply the feedback: {exc.message}"
+            )
+        return None, f"the agent could not run: {exc.message}"
     finally:
         await remove_worktree(wt)
         shutil.rmtree(home, ignore_errors=True)
@@ -147,6 +169,10 @@ def _reply(result: StoryState, changed: list[str], moved: bool) -> str:
 
 def _with_head(state: PlanState, *, batch: int, head: str) -> PlanState:
     return with_batch(state, state.batches[batch - 1].model_copy(update={"head_sha": head}))
+
+
+def _ci_stopped(state: PlanState, *, batch: int, why: str) -> PlanState:
+    return with_batch(state, state.batches[batch - 1].model_copy(update={"ci_stopped": why}))
 
 
 def _hands_off_record(state: PlanState, *, batch: int) -> PlanState:

@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
 from bot.testing import fake_github_model as m
+from bot.testing.fake_github_actions import actions_routes
 from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_body
 from bot.testing.fake_github_reviews import review_routes
 from bot.testing.fake_github_routes import route_table
@@ -269,6 +270,12 @@ class FakeGitHub:
     def _app(self) -> dict[str, Any]:
         return j.app_json(self.urls, app_id=self.app_id, slug=self.app_slug, owner=self._user("octo-org"))
 
+    def _app_of(self, run: m.FakeCheckRun) -> dict[str, Any]:
+        """The App a check run belongs to: ours, or another (GitHub Actions for a workflow job)."""
+        if run.app_slug is None:
+            return self._app()
+        return j.app_json(self.urls, app_id=15368, slug=run.app_slug, owner=self._user("github"))
+
     def _wrap(self, handler: Handler) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             raw = await request.body()
@@ -344,7 +351,7 @@ class FakeGitHub:
     def _routes(self) -> list[BaseRoute]:
         return [
             Route(path, self._wrap(handler), methods=methods)
-            for path, methods, handler in [*route_table(self), *review_routes(self)]
+            for path, methods, handler in [*route_table(self), *review_routes(self), *actions_routes(self)]
         ]
 
 

@@ -122,6 +122,10 @@ class FakeCheckRun:
     actions: list[dict[str, Any]] = field(default_factory=list)
     started_at: str = field(default_factory=now_iso)
     completed_at: str | None = None
+    app_slug: str | None = None
+    """Another App's run (`github-actions` for a workflow job); None: ours."""
+    run_id: int | None = None
+    """For a workflow job: its workflow run."""
 
 
 @dataclass
@@ -134,6 +138,29 @@ class FakeReviewComment:
     body: str
     user: str
     created_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class FakeWorkflowRun:
+    id: int
+    name: str
+    head_sha: str
+    head_branch: str
+    jobs: list[int] = field(default_factory=list)
+    """Check run ids of its jobs (a job's id is its check run's id, as on GitHub)."""
+    run_attempt: int = 1
+    logs: dict[int, str] = field(default_factory=dict)
+    """Job id → its log text."""
+    reruns: int = 0
+
+
+@dataclass
+class FakeStatus:
+    sha: str
+    context: str
+    state: str
+    description: str = ""
+    target_url: str | None = None
 
 
 @dataclass
@@ -166,6 +193,8 @@ class FakeRepo:
     check_runs: dict[int, FakeCheckRun] = field(default_factory=dict)
     review_comments: list[FakeReviewComment] = field(default_factory=list)
     reviews: list[FakeReview] = field(default_factory=list)
+    workflow_runs: dict[int, FakeWorkflowRun] = field(default_factory=dict)
+    statuses: list[FakeStatus] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)
     dispatches: list[dict[str, Any]] = field(default_factory=list)
     known_commits: set[str] = field(default_factory=set)

@@ -308,7 +308,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         chunk, headers = fake._paginate(request, runs)
         body = {
             "total_count": len(runs),
-            "check_runs": [j.check_run_json(urls, repo, r, fake._app()) for r in chunk],
+            "check_runs": [j.check_run_json(urls, repo, r, fake._app_of(r)) for r in chunk],
         }
         return JSONResponse(body, headers=headers)
 
@@ -447,6 +447,10 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
     def graphql(request: Request, data: Any) -> Response:
         query = str((data or {}).get("query") or "")
         variables = (data or {}).get("variables") or {}
+        if "convertPullRequestToDraft" in query:
+            from bot.testing.fake_github_actions import convert_to_draft
+
+            return convert_to_draft(fake, variables)
         if "userContentEdits" not in query:
             return JSONResponse({"errors": [{"message": "FakeGitHub serves only the comment-edits query"}]})
         node_id = str(variables.get("id") or "")

@@ -1,0 +1,68 @@
+"""The port's calls for a repository's own CI (a part of `GitHubKitPort`): commit statuses,
+Actions job logs, re-running failed jobs, and turning a pull request back into a draft."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from githubkit import GitHub
+from githubkit.exception import GitHubException
+
+from bot.errors import GitHubError
+from bot.github.client_base import github_errors, json_object, split_repo, translate
+from bot.github.models import CommitStatus
+
+LOG_BYTES = 2_000_000
+"""The most of a job log read (its tail is what matters)."""
+DRAFT_MUTATION = """
+mutation($id: ID!) {
+  convertPullRequestToDraft(input: {pullRequestId: $id}) { pullRequest { isDraft } }
+}
+"""
+
+
+class ActionsCalls:
+    """CI reads and the two CI writes, over the same githubkit client."""
+
+    _github: GitHub[Any]
+    _headers: dict[str, str]
+
+    async def _pace(self) -> None:
+        raise NotImplementedError
+
+    async def list_commit_statuses(self, repo: str, ref: str) -> list[CommitStatus]:
+        """The latest status of each context on `ref` (the combined status)."""
+        owner, name = split_repo(repo)
+        with github_errors(f"read the commit statuses of {ref} in {repo}"):
+            resp = await self._github.rest.repos.async_get_combined_status_for_ref(
+                owner, name, ref, headers=self._headers
+            )
+        return [CommitStatus.from_api(s) for s in json_object(resp).get("statuses") or []]
+
+    async def job_log(self, repo: str, job_id: int) -> str:
+        """An Actions job's log (GitHub answers with a redirect to the text, followed here)."""
+        owner, name = split_repo(repo)
+        with github_errors(f"read the log of job {job_id} in {repo}"):
+            resp = await self._github.rest.actions.async_download_job_logs_for_workflow_run(
+                owner, name, job_id, headers=self._headers
+            )
+        raw = resp.raw_response
+        return raw.content[-LOG_BYTES:].decode("utf-8", "replace")
+
+    async def rerun_failed_jobs(self, repo: str, run_id: int) -> None:
+        """Re-run the failed jobs of a completed workflow run."""
+        owner, name = split_repo(repo)
+        await self._pace()
+        with github_errors(f"re-run the failed jobs of run {run_id} in {repo}"):
+            await self._github.rest.actions.async_re_run_workflow_failed_jobs(
+                owner, name, run_id, headers=self._headers
+            )
+
+    async def convert_to_draft(self, repo: str, node_id: str) -> None:
+        """Turn an open pull request back into a draft (GraphQL; REST cannot)."""
+        await self._pace()
+        try:
+            await self._github.async_graphql(DRAFT_MUTATION, {"id": node_id})
+        except GitHubException as exc:
+            error = translate(exc, f"turn pull request {node_id} in {repo} into a draft")
+            raise error if isinstance(error, GitHubError) else GitHubError(str(exc)) from exc

@@ -1,0 +1,75 @@
+"""The pure CI rules: what counts, what is the infrastructure's fault, which stories, the roll-up."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.gates.ci import CICheck, actions_ids, classify, counted, log_tail, rollup_verdict, stories_named
+from tests.execution_support import approved_state
+
+PRD = """
+version: 1
+title: Two
+summary: Two stories.
+stories:
+  - id: STORY-001
+    title: Calc
+    acceptance_criteria: ["calc.py adds"]
+    files: [src/calc.py]
+  - id: STORY-002
+    title: Docs
+    acceptance_criteria: ["docs/usage.md explains add"]
+    files: [docs/usage.md]
+"""
+
+
+@pytest.mark.parametrize(
+    ("state", "log", "kind"),
+    [
+        ("failure", "The runner has received a shutdown signal.", "infrastructure"),
+        ("failure", "fatal: unable to access: Could not resolve host: github.com", "infrastructure"),
+        ("failure", "npm ERR! 503 Service Unavailable", "infrastructure"),
+        ("cancelled", "", "infrastructure"),
+        ("timed_out", "Run pytest\n", "infrastructure"),
+        ("timed_out", "FAILED tests/test_calc.py::test_add", "code"),
+        ("failure", "FAILED tests/test_calc.py::test_add - AssertionError", "code"),
+        ("failure", "src/calc.py:3:1: E302 expected 2 blank lines", "code"),
+    ],
+)
+def test_classify(state: str, log: str, kind: str) -> None:
+    assert classify(CICheck("test", state), log)[0] == kind
+
+
+def test_counted_keeps_the_latest_of_each_name_that_matches() -> None:
+    checks = [CICheck("build", "failure"), CICheck("lint", "success"), CICheck("build", "success")]
+    assert counted(checks, []) == [CICheck("build", "success"), CICheck("lint", "success")]
+    assert counted(checks, ["bu*"]) == [CICheck("build", "success")]
+
+
+def test_actions_ids_and_log_tail() -> None:
+    assert actions_ids("https://github.com/o/r/actions/runs/12/job/34") == (12, 34)
+    assert actions_ids("https://ci.example/build/1") == (None, None)
+    tail = log_tail("2026-11-24T10:00:00.1234567Z hello <!-- hide -->\n" + "x\n" * 5000, chars=100)
+    assert "2026-11-24T10" not in tail and len(tail) <= 120
+
+
+def test_stories_named_by_the_failure() -> None:
+    state = approved_state(PRD)
+    ids = ["STORY-001", "STORY-002"]
+    assert stories_named(state.prd, ids, "FAILED tests/test_calc.py (calc.py line 3)") == ["STORY-001"]
+    assert stories_named(state.prd, ids, "something broke") == ids
+
+
+def test_the_roll_up_is_never_green_when_nothing_ran() -> None:
+    state = approved_state(PRD)
+    ids = ["STORY-001", "STORY-002"]
+    assert rollup_verdict(state, 1, ids, {}, unmet=None)[0] == "neutral"
+    state.stories["STORY-001"].gates["test"] = "success"
+    assert rollup_verdict(state, 1, ids, {"test": "success"}, unmet=None)[0] == "success"
+    assert rollup_verdict(state, 1, ids, {"test": "failure"}, unmet=None) == (
+        "failure",
+        "Batch 1: 2 of 2 stories merged; integration gates failed",
+    )
+    state.stories["STORY-002"].gates["setup"] = "failure"
+    verdict = rollup_verdict(state, 1, ["STORY-001"], {}, unmet="criteria not met")
+    assert verdict == ("failure", "Batch 1: 1 of 2 stories merged; setup failed, acceptance criteria not met")
