@@ -253,3 +253,46 @@ async def test_checks_still_pending_are_reported_when_their_time_is_up(h: Harnes
     await h.drain()
     assert "Still pending after 60 minutes" in _ci_comment(h)
     assert "`test` still pending after 60 minutes" in _ci_comment(h)
+
+
+async def test_a_review_requesting_changes_or_a_cancel_stops_the_loop(h: Harness) -> None:
+    head = _head(h)
+    pull = _pull(h)
+    review: dict[str, Any] = copy.deepcopy(load_fixture("pull_request_review.submitted.1"))
+    review["repository"].update({"full_name": REPO, "default_branch": "main"})
+    review["installation"] = {"id": INSTALLATION}
+    review["review"].update(
+        {"state": "changes_requested", "author_association": "MEMBER", "id": 78, "body": "Rename it"}
+    )
+    review["review"]["user"].update({"login": "maint", "type": "User"})
+    review["pull_request"].update({"number": pull.number, "body": h.fake.repo(REPO).issues[pull.number].body})
+    review["pull_request"]["head"].update({"ref": BRANCH, "sha": head})
+    await h.deliver("pull_request_review", review)
+    await h.drain(timeout=180)
+    state = decode_state(h.plan_comments(1)[0].body)
+    assert state.batches[0].ci_stopped == "a review requested changes"
+    new_head = _head(h)
+    run = add_workflow_run(
+        h.fake,
+        REPO,
+        head_sha=new_head,
+        head_branch=BRANCH,
+        name="CI",
+        jobs=[("test", "failure", RUNNER_LOST)],
+    )
+    await _suite_completed(h, new_head)
+    assert run.reruns == 0, "the review loop has the PR now"
+
+
+async def test_a_cancelled_plan_stops_the_loop(h: Harness) -> None:
+    await h.deliver(
+        "issue_comment", commented(number=1, body="/plan-cascade cancel", user="maint", association="MEMBER")
+    )
+    await h.drain()
+    head = _head(h)
+    run = add_workflow_run(
+        h.fake, REPO, head_sha=head, head_branch=BRANCH, name="CI", jobs=[("test", "failure", RUNNER_LOST)]
+    )
+    await _suite_completed(h, head)
+    assert run.reruns == 0 and len(_agent_runs(h)) == 1
+    assert "stopped watching CI on #2" in h.comments(1)[-1]

@@ -23,7 +23,7 @@ from bot.permissions import is_bot
 from bot.rendering import messages
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.state import PlanState, PlanStatus, StoryStatus, transition
+from bot.state import PlanState, PlanStatus, StoryStatus, transition, with_batch
 
 router = Router()
 log = logging.getLogger(__name__)
@@ -166,8 +166,25 @@ async def _cancel(session: Session, cmd: Command, author: Author) -> None:
         await session.reply(messages.state_refusal("cancel", "this issue has no plan"))
         return
     if loaded.state.status in (PlanStatus.COMPLETED, PlanStatus.CANCELLED):
+        watched = [b for b in loaded.state.batches if b.pr_number and not b.merged and not b.ci_stopped]
+        if not watched:
+            await session.reply(
+                messages.state_refusal("cancel", f"the plan is already {loaded.state.status.value}")
+            )
+            return
+        why = f"cancelled by @{author.login}"
+
+        def unwatched(state: PlanState) -> PlanState:
+            for record in watched:
+                state = with_batch(
+                    state, state.batches[record.number - 1].model_copy(update={"ci_stopped": why})
+                )
+            return state
+
+        await update_plan(session, loaded, unwatched)
+        prs = ", ".join(f"#{b.pr_number}" for b in watched)
         await session.reply(
-            messages.state_refusal("cancel", f"the plan is already {loaded.state.status.value}")
+            f"The plan is {loaded.state.status.value}; Plan Cascade stopped watching CI on {prs}."
         )
         return
     removed = 0
