@@ -53,6 +53,11 @@ class PermissionCache:
         self._entries[key] = (now, value)
         return value
 
+    def forget(self, repo: str, login: str | None = None) -> None:
+        """Drop the cached roles of `login` on `repo` (everyone's when None)."""
+        for key in [k for k in self._entries if k[0] == repo.lower() and login in (None, k[1])]:
+            del self._entries[key]
+
 
 def is_bot(login: str, user_type: str | None) -> bool:
     """Bots and Apps (ourselves included) never command Plan Cascade."""

@@ -13,6 +13,7 @@ from bot.db.queue import utcnow
 from bot.errors import GitHubError, UnknownIdentity
 from bot.permissions import PermissionCache
 from bot.plans import PlanStore
+from bot.repocache import RepoCache
 
 if TYPE_CHECKING:
     from bot.db.engine import Database
@@ -45,6 +46,7 @@ class Services:
     # The login our comments are written under (e.g. `my-app[bot]`); derived from the slug if None.
     bot_login: str | None = None
     permissions: PermissionCache = field(default_factory=PermissionCache)
+    repo_cache: RepoCache = field(default_factory=RepoCache)
     plan_store: PlanStore = field(default_factory=PlanStore)
     # Runs a job now (the Action) or queues it (the server): `enqueue(kind, group_key, payload)`.
     enqueue: Callable[[str, str, dict[str, Any]], Awaitable[None]] | None = None

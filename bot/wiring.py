@@ -16,7 +16,7 @@ from bot.worker import JobKinds
 
 def default_router() -> Router:
     """Every concern's handlers, in data-flow order."""
-    from bot.handlers import checks, ci, commands, plan_pr, planning, review
+    from bot.handlers import caches, checks, ci, commands, plan_pr, planning, review
 
     return Router.combine(
         [
@@ -27,6 +27,7 @@ def default_router() -> Router:
             review.router,
             checks.router,
             ci.router,
+            caches.router,
         ]
     )
 

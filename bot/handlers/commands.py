@@ -8,6 +8,7 @@ approval ("whenever another event for that issue arrives").
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from bot.handlers.approval import approve_command, poll_reactions, start_executi
 from bot.handlers.plan_io import update_plan
 from bot.handlers.planning import plan_issue
 from bot.handlers.session import Session, session_for_event
-from bot.permissions import is_bot
+from bot.permissions import Verdict, is_bot
 from bot.rendering import messages
+from bot.repoconfig import RepoConfig
 from bot.routing import Event, Router
 from bot.services import Services
 from bot.state import PlanState, PlanStatus, StoryStatus, transition, with_batch
@@ -83,8 +85,16 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
         env.comment.user.login, env.comment.author_association, env.comment.user.type, env.comment.created_at
     )
     actor = author.login
-    config = await session.load_config()
-    verdict = await session.may_act(actor, author.association, author.type)
+    # The config and the permission in one round trip (with a plan request's reads too).
+    checks = (session.load_config(), session.may_act(actor, author.association, author.type))
+    planning = cmd.name in ("plan", "revise") and not env.issue.is_pull_request
+    config, verdict, *_ = await (
+        session.prefetch(*checks) if planning else asyncio.gather(*checks, return_exceptions=True)
+    )
+    for outcome in (config, verdict):
+        if isinstance(outcome, BaseException):
+            raise outcome  # fail closed: the job is retried, nothing runs meanwhile
+    assert isinstance(verdict, Verdict) and (config is None or isinstance(config, RepoConfig))
     if not verdict.allowed:
         await session.refuse(actor, verdict)
         return

@@ -15,7 +15,7 @@ async def planned_setup(session: Session) -> tuple[list[str], SetupSource]:
 
     async def top_level() -> list[str]:
         try:
-            tree = await session.port.list_tree(session.repo, session.default_branch)
+            tree = await session.tree()
         except GitHubError:
             return []  # no tree (an empty repository): nothing to install
         return [p for p in tree if "/" not in p]

@@ -15,13 +15,14 @@ from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
 from bot.handlers.environment import planned_setup
 from bot.handlers.epic import PLAN_CHILD_JOB, child_moved, create_children, refresh_rollup
-from bot.handlers.plan_io import DEFAULT_TRIGGER, save_plan, update_plan
+from bot.handlers.plan_io import save_plan, update_plan
 from bot.handlers.session import Session, session_for_event, session_for_job
-from bot.permissions import is_bot
+from bot.permissions import Verdict, is_bot
 from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
 from bot.planning.exploration import NeedsAnswers, NotATask
 from bot.plans import LoadedPlan
 from bot.rendering import messages
+from bot.repoconfig import RepoConfig
 from bot.routing import Event, Router
 from bot.services import Services
 from bot.state import PlanSource, PlanState, PlanStatus, new_plan, revise
@@ -41,12 +42,19 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
     if is_bot(env.sender.login, env.sender.type):
         return
     session = await session_for_event(services, event, issue=env.issue.number)
-    config = await session.load_config()
-    trigger = config.trigger_label if config else DEFAULT_TRIGGER
-    if env.label.name != trigger:
+    # The label is checked against the config read recently (or read now): the 👀 comes first.
+    if env.label.name != await session.trigger_label():
         return
     await session.react_issue("eyes")
-    verdict = await session.may_act(env.sender.login)
+    # Then every read the job needs, at once: permission, the config itself, plan, issue, tree.
+    verdict, config, *_ = await session.prefetch(session.may_act(env.sender.login), session.load_config())
+    if isinstance(verdict, BaseException):
+        raise verdict  # fail closed: no permission answer, nothing is planned
+    if isinstance(config, BaseException):
+        raise config
+    assert isinstance(verdict, Verdict) and (config is None or isinstance(config, RepoConfig))
+    if config is not None and env.label.name != config.trigger_label:
+        return  # the trigger label changed a moment ago
     if not verdict.allowed:
         await session.reply(
             messages.permission_denied(
@@ -74,7 +82,7 @@ async def plan_issue(
     `revise`. Refuses when the plan is running.
     """
     assert session.config is not None
-    loaded = await session.load_plan()
+    loaded = await session.current_plan()
     if loaded is not None and loaded.state.status in (PlanStatus.RUNNING,):
         await session.reply(
             messages.state_refusal(
@@ -88,7 +96,7 @@ async def plan_issue(
             messages.state_refusal("revise", "this issue has no plan yet; comment `/plan-cascade plan` first")
         )
         return
-    issue = await session.port.get_issue(session.repo, session.issue)
+    issue = await session.issue_info()
     block = extract_prd_block(text) or (None if feedback else extract_prd_block(issue.body or ""))
     max_stories = session.config.limits.max_stories
     planning = None

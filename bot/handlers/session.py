@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
+from bot.github.models import Issue
 from bot.github.port import GitHubPort
 from bot.permissions import PermissionCache, Verdict, may_act, may_start
 from bot.plans import LoadedPlan, PlanStore, require_identity
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from bot.services import Services
 
 log = logging.getLogger(__name__)
+DEFAULT_TRIGGER_LABEL = "plan-cascade"
 
 
 @dataclass
@@ -41,6 +44,9 @@ class Session:
     config: RepoConfig | None = None
     config_error: RepoConfigError | None = None
     _plan: LoadedPlan | None = field(default=None, repr=False)
+    _plan_read: bool = field(default=False, repr=False)
+    _issue: Issue | None = field(default=None, repr=False)
+    _tree: list[str] | None = field(default=None, repr=False)
 
     @property
     def store(self) -> PlanStore:
@@ -61,7 +67,39 @@ class Session:
             self.config_error = None
         except RepoConfigError as exc:
             self.config, self.config_error = None, exc
+        self.services.repo_cache.keep_config(self.repo, self.default_branch, self.config)
         return self.config
+
+    async def trigger_label(self) -> str:
+        """The label that asks for a plan: from the config read recently, else read now."""
+        cached = self.services.repo_cache.config(self.repo, self.default_branch)
+        config = cached if cached is not None else await self.load_config()
+        return config.trigger_label if config is not None else DEFAULT_TRIGGER_LABEL
+
+    async def issue_info(self) -> Issue:
+        """The issue, read once per session."""
+        if self._issue is None:
+            self._issue = await self.port.get_issue(self.repo, self.issue)
+        return self._issue
+
+    async def tree(self) -> list[str]:
+        """The default branch's file paths, read once per session (raises GitHubError)."""
+        if self._tree is None:
+            self._tree = await self.port.list_tree(self.repo, self.default_branch)
+        return self._tree
+
+    async def current_plan(self) -> LoadedPlan | None:
+        """The plan as this session last read it (read now if it has not been)."""
+        return self._plan if self._plan_read else await self.load_plan()
+
+    async def prefetch(self, *reads: Awaitable[object]) -> list[object]:
+        """`reads` and what a plan request reads (plan, issue, tree) at once: one round trip.
+
+        A failed prefetch is left to the real read, which raises where it is handled.
+        """
+        return await asyncio.gather(
+            *reads, self.load_plan(), self.issue_info(), self.tree(), return_exceptions=True
+        )
 
     async def report_config_error(self) -> None:
         """Comment the config problems on the issue; nothing runs."""
@@ -72,6 +110,7 @@ class Session:
     async def load_plan(self) -> LoadedPlan | None:
         """The issue's plan (from the comment; rebuilt into the cache when missing)."""
         self._plan = await self.store.load(self.port, self.repo, self.issue, bot_login=self.bot_login)
+        self._plan_read = True
         return self._plan
 
     async def reply(self, body: str) -> None:
@@ -146,9 +185,13 @@ async def open_session(
     port = await services.github_for(installation_id, repo)
     slug = await services.app_slug(port)
     if not default_branch or not clone_url:
-        info = await port.get_repository(repo)
-        default_branch = default_branch or info.default_branch
-        clone_url = clone_url or info.clone_url
+        known = services.repo_cache.info(repo)
+        if known is None:
+            info = await port.get_repository(repo)
+            known = (info.default_branch, info.clone_url)
+            services.repo_cache.keep_info(repo, *known)
+        default_branch = default_branch or known[0]
+        clone_url = clone_url or known[1]
     return Session(
         services=services,
         port=port,

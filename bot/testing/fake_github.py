@@ -8,6 +8,7 @@ Responses carry every field githubkit's models require for the endpoints served.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -56,6 +57,8 @@ class RecordedRequest:
     """When it arrived, on the fake's `clock`."""
     status: int = 0
     """What the fake answered (304s cost no rate limit on GitHub)."""
+    done: float = 0.0
+    """When it was answered, on the fake's `clock` (after `latency`)."""
 
 
 @dataclass
@@ -92,6 +95,8 @@ class FakeGitHub:
     """Commit email → GitHub login (GitHub links commits to accounts by verified email)."""
     clock: Callable[[], float] = time.monotonic
     """Stamps `RecordedRequest.at`; tests pass their fake clock."""
+    latency: float = 0.0
+    """Seconds added to every answer, as GitHub's 100–300 ms (benches); 0 in tests."""
 
     def __post_init__(self) -> None:
         self.actor = self.actor or f"{self.app_slug}[bot]"
@@ -256,6 +261,20 @@ class FakeGitHub:
             r for r in self.requests if r.status != 304 and not r.path.endswith(("/access_tokens", "/app"))
         ]
 
+    def round_trips(self, target: RecordedRequest, *, since: float) -> int:
+        """How many requests GitHub answered one after the other up to and including `target`.
+
+        A request that started before another ended runs beside it; one that started after
+        it ended waited for it. The depth of that chain, counted from `since`, is what a user
+        waits for at about 100–300 ms a request.
+        """
+        chain = [r for r in self.requests if r.at >= since and r.at <= target.at and r.done]
+        chain.sort(key=lambda r: r.at)
+        depth: dict[int, int] = {}
+        for i, r in enumerate(chain):
+            depth[i] = 1 + max((depth[j] for j in range(i) if chain[j].done <= r.at), default=0)
+        return next((depth[i] for i, r in enumerate(chain) if r is target), 0)
+
     def requests_to(self, method: str, path: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.method == method.upper() and re.fullmatch(path, r.path)]
 
@@ -301,6 +320,9 @@ class FakeGitHub:
                 except HttpError as exc:
                     response = JSONResponse(error_body(exc.status, exc.message, exc.errors), exc.status)
             record.status = response.status_code
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            record.done = self.clock()
             return response
 
         return endpoint

@@ -1,0 +1,131 @@
+"""The first answer in few GitHub round trips: the 👀 first once the config is known, then every
+read the job needs at once. GitHub is given 50 ms a request so that overlapping requests show.
+
+The counts are structural (which request waited for which), not timings.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.testing.deliveries import load_fixture
+from tests.harness import INSTALLATION, REPO, Harness, commented, labeled
+
+PRD = """```prd
+version: 1
+title: Two
+summary: Two stories.
+stories:
+  - id: STORY-001
+    title: One
+    acceptance_criteria: ["one.txt holds 1 line"]
+  - id: STORY-002
+    title: Two
+    depends_on: [STORY-001]
+    acceptance_criteria: ["two.txt holds 2 lines"]
+```
+"""
+
+
+@pytest.fixture
+async def h(tmp_path: Path):
+    async with Harness(tmp_path) as harness:
+        for number in (1, 2, 3):
+            harness.fake.add_issue(REPO, title=f"Issue {number}", body=PRD)
+        harness.fake.set_permission(REPO, "maint", "maintain")
+        harness.fake.set_permission(REPO, "other", "write")
+        yield harness
+
+
+def _since(h: Harness) -> float:
+    return h.fake.clock()
+
+
+async def _label(h: Harness, number: int, sender: str) -> float:
+    since = _since(h)
+    await h.deliver("issues", labeled(number=number, sender=sender, clone_url="https://github.example/x.git"))
+    await h.drain()
+    return since
+
+
+def _answered(h: Harness, since: float, method: str, path: str) -> Any:
+    return next(r for r in h.fake.requests if r.at >= since and r.method == method and r.path == path)
+
+
+async def test_the_eyes_come_first_and_the_plan_comment_after_three_round_trips(h: Harness) -> None:
+    await _label(h, 1, "maint")  # learns the config (and the token)
+    h.fake.latency = 0.05
+    since = await _label(h, 2, "other")  # a user whose permission is not cached
+    first = next(r for r in h.fake.requests if r.at >= since)
+    assert (first.method, first.path) == ("POST", f"/repos/{REPO}/issues/2/reactions")
+    made = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/comments")
+    assert h.fake.round_trips(made, since=since) == 3
+    reads = [r for r in h.fake.requests if r.at >= since and r.method == "GET"]
+    assert {r.path for r in reads} >= {
+        f"/repos/{REPO}/collaborators/other/permission",
+        f"/repos/{REPO}/contents/.github/plan-cascade.yml",
+        f"/repos/{REPO}/issues/2",
+    }
+    assert all(h.fake.round_trips(r, since=since) == 2 for r in reads), "the reads go out together"
+
+
+async def test_a_plan_command_reads_everything_in_one_round_trip(h: Harness) -> None:
+    await _label(h, 1, "maint")
+    h.fake.latency = 0.05
+    since = _since(h)
+    command = commented(
+        number=3,
+        body="/plan-cascade plan",
+        user="maint",
+        association="MEMBER",
+        clone_url="https://x.test/y.git",
+    )
+    await h.deliver("issue_comment", command)
+    await h.drain()
+    made = _answered(h, since, "POST", f"/repos/{REPO}/issues/3/comments")
+    assert h.fake.round_trips(made, since=since) == 3  # 👀 on the comment, the reads, the plan
+
+
+async def test_a_permission_error_still_fails_closed(h: Harness) -> None:
+    await _label(h, 1, "maint")
+    h.fake.fail_next("GET", rf"/repos/{REPO}/collaborators/other/permission", status=502, times=10)
+    await _label(h, 2, "other")
+    assert not [c for c in h.fake.comments(REPO, 2) if "plan-cascade:plan" in c.body]
+    assert "could not confirm your permission" in h.comments(2)[-1]
+
+
+async def test_push_member_and_repository_events_forget_what_they_change(h: Harness) -> None:
+    await _label(h, 1, "maint")
+    cache, permissions = h.services.repo_cache, h.services.permissions
+    assert cache.config(REPO, "main") is not None
+    push: dict[str, Any] = copy.deepcopy(load_fixture("push.event.1"))
+    push["repository"].update({"full_name": REPO, "default_branch": "main"})
+    push["installation"] = {"id": INSTALLATION}
+    push.update({"ref": "refs/heads/main", "forced": False})
+    push["commits"] = [{"added": [], "removed": [], "modified": ["README.md"]}]
+    await h.deliver("push", push)
+    await h.drain()
+    assert cache.config(REPO, "main") is not None, "a push that does not touch the config keeps it"
+    push["commits"] = [{"added": [], "removed": [], "modified": [".github/plan-cascade.yml"]}]
+    await h.deliver("push", push, delivery="push-2")
+    await h.drain()
+    assert cache.config(REPO, "main") is None
+    # The next label reads the config again before the 👀.
+    since = await _label(h, 2, "maint")
+    first = next(r for r in h.fake.requests if r.at >= since)
+    assert first.path == f"/repos/{REPO}/contents/.github/plan-cascade.yml"
+    assert ("octo-org/hello-world", "maint") in permissions._entries
+    member = {
+        "action": "edited",
+        "member": {"login": "maint", "type": "User"},
+        "repository": push["repository"],
+        "sender": push["sender"],
+        "installation": {"id": INSTALLATION},
+    }
+    await h.deliver("member", member)
+    await h.drain()
+    assert ("octo-org/hello-world", "maint") not in permissions._entries
