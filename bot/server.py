@@ -19,7 +19,7 @@ from bot.metrics import Metrics
 from bot.routing import Router
 from bot.services import Services
 from bot.settings import Settings
-from bot.webhook import Intake, make_webhook_router
+from bot.webhook import Intake, WebhookApp
 from bot.worker import JobKinds, WorkerPool
 
 log = logging.getLogger(__name__)
@@ -110,8 +110,9 @@ def create_app(
     runtime: Runtime | None = None,
     start_workers: bool = True,
     migrate: bool = True,
-) -> FastAPI:
-    """The FastAPI application: `/webhook`, `/healthz`, `/metrics`, plus in-process workers."""
+) -> WebhookApp:
+    """The application: `/webhook` (plain ASGI), then FastAPI's `/healthz`, `/metrics` and
+    lifespan (migrations, in-process workers)."""
     settings.require_server_secrets()
     llm = settings.llm_problem()
     if llm is not None:
@@ -148,7 +149,6 @@ def create_app(
         max_attempts=settings.job_max_attempts,
         wake=rt.wake,
     )
-    app.include_router(make_webhook_router(intake))
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -165,4 +165,4 @@ def create_app(
         rt.metrics.dead_jobs.set(counts.get("dead", 0))
         return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    return app
+    return WebhookApp(intake, app)

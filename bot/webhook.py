@@ -3,6 +3,9 @@
 The delivery row and its job are written in one transaction, so a delivery is either
 fully accepted (and will be processed) or not at all; the delivery id is the primary
 key, so a redelivery (same `X-GitHub-Delivery`) is answered 200 and never re-processed.
+
+The endpoint is a plain ASGI app (`WebhookApp`) in front of FastAPI: a burst of deliveries
+pays for the HTTP parsing and this module, not for a framework's request and response objects.
 """
 
 from __future__ import annotations
@@ -12,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from githubkit.webhooks import verify
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.db.engine import Database
 from bot.db.intake import DeliveryRecord, DeliveryWriter
@@ -45,8 +47,11 @@ class Intake:
         self.writer = DeliveryWriter(self.db)
 
 
-def _answer(status: int, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"message": message, **extra}, status_code=status)
+Answer = tuple[int, dict[str, Any]]
+
+
+def _answer(status: int, message: str, **extra: Any) -> Answer:
+    return status, {"message": message, **extra}
 
 
 def signature_ok(secret: str, body: bytes, signature: str | None) -> bool:
@@ -56,33 +61,61 @@ def signature_ok(secret: str, body: bytes, signature: str | None) -> bool:
     return verify(secret, body, signature)
 
 
-async def _read_body(request: Request) -> bytes | None:
+async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
     """The raw body, or None when it exceeds the size limit (checked while streaming)."""
-    declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         return None
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
             return None
         chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
     return b"".join(chunks)
 
 
-def make_webhook_router(intake: Intake) -> APIRouter:
-    """The FastAPI routes of the webhook endpoint."""
-    api = APIRouter()
+class WebhookApp:
+    """`POST /webhook` as a plain ASGI app; everything else goes on to `app` (FastAPI)."""
 
-    @api.post("/webhook")
-    async def receive(request: Request) -> JSONResponse:
-        event_name = request.headers.get("x-github-event")
-        delivery_id = request.headers.get("x-github-delivery")
+    def __init__(self, intake: Intake, app: ASGIApp) -> None:
+        self.intake = intake
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/webhook":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await _send(send, 405, {"message": "method not allowed: GitHub POSTs deliveries"})
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        delivery_id = headers.get("x-github-delivery")
         with log_context(delivery=delivery_id or "-"):
-            return await _receive(request, intake, event_name, delivery_id)
+            body = await _read_body(receive, headers.get("content-length"))
+            status, content = await _receive(body, self.intake, headers, delivery_id)
+        await _send(send, status, content)
 
-    return api
+
+async def _send(send: Send, status: int, content: dict[str, Any]) -> None:
+    payload = orjson.dumps(content)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
 
 
 KNOWN_EVENTS = frozenset(
@@ -104,17 +137,17 @@ def event_label(event_name: str | None) -> str:
 
 
 async def _receive(
-    request: Request, intake: Intake, event_name: str | None, delivery_id: str | None
-) -> JSONResponse:
+    body: bytes | None, intake: Intake, headers: dict[str, str], delivery_id: str | None
+) -> Answer:
     deliveries = intake.metrics.deliveries
-    body = await _read_body(request)
+    event_name = headers.get("x-github-event")
     # Until the signature checks out, nothing the client sent becomes a label value: random
     # event names from unsigned requests would otherwise grow /metrics without bound.
     if body is None:
         deliveries.labels("unverified", "too_large").inc()
         log.warning("rejected delivery: body over 25 MB")
         return _answer(413, "payload too large: GitHub does not send bodies over 25 MB")
-    if not signature_ok(intake.secret, body, request.headers.get("x-hub-signature-256")):
+    if not signature_ok(intake.secret, body, headers.get("x-hub-signature-256")):
         deliveries.labels("unverified", "bad_signature").inc()
         log.warning("rejected delivery: missing or invalid X-Hub-Signature-256")
         return _answer(

@@ -47,6 +47,15 @@ class Database:
                 yield session
 
     @asynccontextmanager
+    async def write_lock(self) -> AsyncIterator[None]:
+        """The in-process write lock alone (SQLite), for a writer with a connection of its own."""
+        if self.is_sqlite:
+            async with self._write_lock:
+                yield
+        else:
+            yield
+
+    @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A session for reads."""
         async with self.sessions() as session:
