@@ -3,11 +3,14 @@
     .venv/bin/python bench/execution.py
 
 1. Overhead: 12 stories in 4 batches (3 per batch, each batch depending on the previous),
-   instant agents and trivial gates, run by the engine against a bare remote; compared
-   with a plain script doing the same git operations (clone, fetch, worktree add, commit,
-   push, worktree remove) with the same parallelism. Target: engine ≤ 1.3× the script.
+   instant agents (the same shell script for both, in the same sandbox) and no gates, run by
+   the engine against a bare remote; compared with a plain script doing the same work directly
+   (clone, fetch, worktree add, the agent, commit, push, worktree remove, each batch's merges)
+   with the same parallelism. Five runs of each, alternating; medians. Target: ≤ 1.3×.
 2. Parallel efficiency: 6 independent stories with 2-second gates, max_parallel 1 vs 3.
-   Efficiency = T(1) / (3 × T(3)). Target ≥ 90 %.
+   Efficiency = T(1) / (3 × T(3)), median of 3. Target ≥ 90 %. Measured without the batch's
+   integration gate, which runs once on the merged batch whatever max_parallel is (printed
+   too: with it the ideal is 78 %).
 3. Memory: the server's RSS idle, and while six stories run (approved through the fake
    GitHub, agents sleeping), sampled from /proc. Target: under 150 MB idle; a running
    story costs its worktree, never a full clone.
@@ -67,8 +70,12 @@ def git(*args: str, cwd: Path) -> None:
 
 
 def script_run(tmp: Path, batches: int, width: int) -> float:
-    """The same git operations, done directly."""
+    """The same work, done directly: git operations and the same agent script."""
+    from bot.workspace.jail import Sandbox
+
     remote = make_remote(tmp)
+    agent = agent_script(tmp, "agent.sh", WRITE)
+    sandbox = Sandbox()  # the engine's default: the agent runs in bubblewrap when it is there
     start = time.perf_counter()
     mirror = tmp / "mirror.git"
     git("clone", "-q", "--bare", str(remote), str(mirror), cwd=tmp)
@@ -82,11 +89,14 @@ def script_run(tmp: Path, batches: int, width: int) -> float:
         base = "refs/remotes/origin/main" if n <= width else f"refs/heads/batch-{(n - 1) // width - 1}"
         with lock:
             git("worktree", "add", "-q", "--no-track", "-B", f"plan/{n}", str(wt), base, cwd=mirror)
-        (wt / f"story-{n:03d}.txt").write_text("done\n")
+        home = tmp / "home" / f"s{n}"
+        home.mkdir(parents=True)
+        jail = sandbox.confinement(worktree=wt, home=home, readonly=[wt / ".git", agent.parent])
+        argv = jail.argv([str(agent), f"STORY-{n:03d}", str(wt)], cwd=wt, env=GIT_ENV)
+        subprocess.run(argv, cwd=wt, env=GIT_ENV, check=True)
         git("add", "-A", cwd=wt)
         git("commit", "-q", "-m", f"STORY-{n:03d}", cwd=wt)
         git("push", "-q", "origin", f"plan/{n}", cwd=mirror)
-        subprocess.run(["true"], cwd=wt, check=True)  # the trivial gate
         with lock:
             git("worktree", "remove", "--force", str(wt), cwd=mirror)
 
@@ -178,23 +188,47 @@ async def median_of(runs: int, measure) -> float:  # type: ignore[no-untyped-def
 
 
 async def main() -> None:
+    from bot.workspace.process import fast_child_watcher
+
+    fast_child_watcher()  # as the server's lifespan and the worker do
     prd = chain_prd(4, 3)
     extra = "execution:\n  max_parallel: 3\n"
     await median_of(1, lambda d: engine_run(d, prd, extra))  # warm-up: imports, model building
-    engine = await median_of(3, lambda d: engine_run(d, prd, extra))
-    plain = await median_of(3, lambda d: script_run(d, 4, 3))
+    engines, plains = [], []
+    for _ in range(5):  # alternating, so both see the same machine
+        engines.append(await median_of(1, lambda d: engine_run(d, prd, extra)))
+        plains.append(await median_of(1, lambda d: script_run(d, 4, 3)))
+    engine, plain = statistics.median(engines), statistics.median(plains)
+    ratio = engine / plain
     print(
-        f"12 stories in 4 batches (median of 3): engine {engine:.2f} s, plain git script {plain:.2f} s, "
-        f"ratio {engine / plain:.2f}× (target ≤ 1.3×)"
+        f"12 stories in 4 batches (median of 5): engine {engine:.2f} s, the same work as a plain script "
+        f"{plain:.2f} s, ratio {ratio:.2f}× (target ≤ 1.3×: {'met' if ratio <= 1.3 else 'missed'})"
     )
     gate = "gates:\n  detect: false\n  custom:\n    - name: slow\n      command: sleep 2\n"
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        serial = await engine_run(Path(a), chain_prd(1, 6), gate + "execution:\n  max_parallel: 1\n")
-        parallel = await engine_run(Path(b), chain_prd(1, 6), gate + "execution:\n  max_parallel: 3\n")
-    print(
-        f"6 stories, 2 s gates: max_parallel 1 {serial:.2f} s, max_parallel 3 {parallel:.2f} s, "
-        f"efficiency {serial / (3 * parallel):.0%} (target ≥ 90 %)"
-    )
+    for integration in ("false", "true"):
+        gates = gate + f"  integration: {integration}\n"
+        serials, parallels = [], []
+        for _ in range(3):  # alternating
+            with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+                serials.append(
+                    await engine_run(Path(a), chain_prd(1, 6), gates + "execution:\n  max_parallel: 1\n")
+                )
+                parallels.append(
+                    await engine_run(Path(b), chain_prd(1, 6), gates + "execution:\n  max_parallel: 3\n")
+                )
+        serial, parallel = statistics.median(serials), statistics.median(parallels)
+        efficiency = serial / (3 * parallel)
+        if integration == "false":
+            print(
+                f"6 stories, 2 s gates (median of 3): max_parallel 1 {serial:.2f} s, max_parallel 3 "
+                f"{parallel:.2f} s, efficiency {efficiency:.0%} "
+                f"(target ≥ 90%: {'met' if efficiency >= 0.9 else 'missed'})"
+            )
+        else:
+            print(
+                f"  with the batch's integration gate (2 s, once, after the merge): {serial:.2f} s vs "
+                f"{parallel:.2f} s, {efficiency:.0%}; at best (12 + 2) / (3 × (4 + 2)) = 78%"
+            )
     idle, busy = memory()
     print(f"server RSS: idle {idle:.0f} MB, six stories running {busy:.0f} MB (target idle < 150 MB)")
 

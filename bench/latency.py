@@ -144,7 +144,11 @@ def main() -> None:
     print(
         f"{args.n} labelled issues with a prd block, server mode (SQLite, 2 workers), fake GitHub on loopback"
     )
-    print(f"GitHub answers every request after {args.delay * 1000:.0f} ms")
+    print(
+        f"GitHub answers every request after {args.delay * 1000:.0f} ms; the floor is that delay per "
+        f"round trip: {args.delay * 1000:.0f} ms before the 👀, {3 * args.delay * 1000:.0f} ms before the "
+        "comment (3 round trips)"
+    )
     print(describe("delivery → 👀 reaction", reactions), f"  round trips {trips(eye_trips)}  (target 1)")
     print(
         describe("delivery → plan comment", comments), f"  round trips {trips(comment_trips)}  (target ≤ 3)"

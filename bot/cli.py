@@ -84,6 +84,9 @@ def _worker(args: argparse.Namespace) -> int:
     settings.require_server_secrets()
 
     async def run() -> None:
+        from bot.workspace.process import fast_child_watcher
+
+        fast_child_watcher()
         runtime = build_runtime(settings)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -21,6 +21,7 @@ from bot.services import Services
 from bot.settings import Settings
 from bot.webhook import Intake, WebhookApp
 from bot.worker import JobKinds, WorkerPool
+from bot.workspace.process import fast_child_watcher
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if start_workers:  # this process runs the engine: its git, agent and gate processes
+            fast_child_watcher()
         if migrate:
             await rt.db.migrate()
         stop = asyncio.Event()

@@ -45,8 +45,7 @@ async def _execute(run: Run) -> PlanState:
     if run.state.status != PlanStatus.RUNNING:
         log.info("plan is %s: nothing to execute", run.state.status.value)
         return run.state
-    await run.mirror.ensure()
-    await run.mirror.fetch()
+    await run.mirror.fetch()  # clones (and fetches) a missing mirror, else fetches once
     batches = run.state.batches_ids()
     for number, ids in enumerate(batches, start=1):
         if run.cancel.is_set():

@@ -76,6 +76,8 @@ class Run:
     """Called at each step boundary (`reached`); tests use it to stop a run as a crash would."""
     superseded: str | None = None
     """Why the run stopped because someone else changed the plan (then it writes nothing more)."""
+    protected: dict[Path, list[Path]] = field(default_factory=dict)
+    """Worktree path → its paths bound read-only (listed once per worktree; see setup.protected)."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _unsaved: list[Callable[[PlanState], PlanState]] = field(default_factory=list)
 

@@ -67,13 +67,22 @@ def tool_env(run: Run, wt: Worktree, home: Path) -> dict[str, str]:
     return with_env_path(base, setup_variables(run, wt, home))
 
 
+async def protected(run: Run, wt: Worktree) -> list[Path]:
+    """`protected_paths` of a worktree, listed once while it lives: every agent run's changes to
+    denied paths are undone, so the tracked denied paths cannot change under it."""
+    found = run.protected.get(wt.path)
+    if found is None:
+        found = run.protected[wt.path] = await protected_paths(wt, run.config.paths.deny)
+    return found
+
+
 async def gate_confinement(run: Run, wt: Worktree, home: Path) -> Confinement:
     """Where a gate runs: the run's sandbox, no network, `.git`, denied paths and caches read-only."""
     return run.sandbox.confinement(
         worktree=wt.path,
         home=home,
         repo_setting=run.config.agent.sandbox,
-        readonly=[*await protected_paths(wt, run.config.paths.deny), *shared_dirs(run)],
+        readonly=[*await protected(run, wt), *shared_dirs(run)],
     )
 
 
@@ -96,7 +105,7 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         home=home,
         repo_setting=run.config.agent.sandbox,
         network=True,
-        readonly=await protected_paths(wt, run.config.paths.deny),
+        readonly=await protected(run, wt),
         writable=[caches],
     )
 

@@ -21,6 +21,7 @@ from bot.orchestration.setup import (
     SETUP_GATE,
     gate_confinement,
     prepare,
+    protected,
     report_setup,
     setup_failure,
     setup_variables,
@@ -29,7 +30,8 @@ from bot.orchestration.setup import (
 )
 from bot.plan import Story
 from bot.state import StoryStatus
-from bot.workspace.policy import policy_violations, protected_paths, revert, violation_feedback
+from bot.workspace.git import PushRejected
+from bot.workspace.policy import policy_violations, revert, violation_feedback
 from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,7 @@ async def run_story(
         log.warning("story %s failed: %s", story_id, exc.message)
         await run.story(story_id, important=True, status=StoryStatus.FAILED, reason=exc.message)
     finally:
+        run.protected.pop(path, None)
         await cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home)
 
 
@@ -270,7 +273,7 @@ async def _run_agent(
         limits=run.config.agent.limits,
         sandbox=run.sandbox,
         sandbox_setting=run.config.agent.sandbox,
-        protected=await protected_paths(wt, run.config.paths.deny),
+        protected=await protected(run, wt),
         transcript_path=transcript,
         path=run.tool_path,
         env=setup_variables(run, wt, home),
@@ -323,7 +326,18 @@ async def _gates(
 
 
 async def _push(run: Run, branch: str, head: str) -> None:
-    """Push a story branch (ours alone, so a lease on what the remote has now), unless it is there."""
-    remote = await run.mirror.remote_sha(branch)
-    if remote != head:
-        await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+    """Push a story branch (ours alone), unless the remote has it.
+
+    The lease is what the mirror last saw of the remote branch (its fetch or our last push),
+    so a push costs one round trip to the remote; only when that lease fails (the remote
+    moved, e.g. after a crash) is the remote asked what it holds, and the push made on that.
+    """
+    seen = await run.mirror.tracking_sha(branch)
+    if seen == head:
+        return
+    try:
+        await run.mirror.push(branch, expected_remote_sha=seen, force=seen is not None)
+    except PushRejected:
+        remote = await run.mirror.remote_sha(branch)
+        if remote != head:
+            await run.mirror.push(branch, expected_remote_sha=remote, force=True)

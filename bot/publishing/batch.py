@@ -90,6 +90,7 @@ async def merge_batch(
             await run.story(sid, important=True, status=StoryStatus.FAILED, reason=reason)
         return await _finish_merge(run, wt, batch, merged, failed=failed, push=push)
     finally:
+        run.protected.pop(path, None)
         try:
             await remove_worktree(wt)
         except WorkspaceError as exc:
@@ -164,6 +165,8 @@ async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> l
 
     root = wt.path
     specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
+    if not specs and not run.state.setup:
+        return []  # nothing to run: no worktree listing, no environment
     home = run.work_root / f".home-batch-{batch}"
     home.mkdir(parents=True, exist_ok=True)
     scope = f"batch-{batch}"

@@ -53,6 +53,35 @@ def mirror_slug(clone_url: str) -> str:
     return slug or "repo"
 
 
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+def read_ref(git_dir: Path, ref: str) -> str | None:
+    """The sha `ref` names, read from the files as git writes them (a loose ref, else
+    `packed-refs`) without starting git: "" when it is surely absent, None when unsure."""
+    if ".." in ref.split("/") or not ref.startswith("refs/"):
+        return None
+    try:
+        loose = (git_dir / ref).read_text().strip()
+    except FileNotFoundError:
+        loose = None
+    except OSError:
+        return None
+    if loose is not None:
+        return loose if _SHA.match(loose) else None
+    try:
+        packed = (git_dir / "packed-refs").read_text()
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return None
+    for line in packed.splitlines():
+        sha, _, name = line.partition(" ")
+        if name == ref:
+            return sha if _SHA.match(sha) else None
+    return ""
+
+
 class Mirror:
     """A bare clone under ``root`` that fetches from and pushes to ``clone_url``."""
 
@@ -71,6 +100,7 @@ class Mirror:
         self._base_env = dict(env or {})
         self._lock = asyncio.Lock()
         self.worktree_lock = asyncio.Lock()
+        self._verified: tuple[int, int, int, int] | None = None
         """Serialises `git worktree add/remove/prune`: they write the mirror's shared config."""
 
     def local_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -91,7 +121,22 @@ class Mirror:
         return git_env(token=token, base=self._base_env)
 
     async def verify_config(self) -> None:
-        """Refuse to go on when the mirror's config holds anything the bot did not put there."""
+        """Refuse to go on when the mirror's config holds anything the bot did not put there.
+
+        Checked again whenever the file changed (its inode, size, mtime or ctime; ctime cannot be
+        set back by anyone but the kernel), not on every remote call.
+        """
+        try:
+            st = (self.path / "config").stat()
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            stamp = None
+        if stamp is not None and stamp == self._verified:
+            return
+        await self._verify_config()
+        self._verified = stamp
+
+    async def _verify_config(self) -> None:
         result = await run_git(["config", "--file", "config", "--list"], cwd=self.path, env=self.local_env())
         problems = []
         fetch = []
@@ -187,6 +232,17 @@ class Mirror:
         if local.returncode == 0 and local.stdout.strip():
             return local.stdout.strip()
         raise WorkspaceError(f"cannot tell the default branch of {self.path.name}: the remote has no HEAD")
+
+    async def tracking_sha(self, branch: str) -> str | None:
+        """What the mirror last saw of the remote `branch` (its fetch or our push), or None."""
+        ref = f"refs/remotes/origin/{branch}"
+        found = read_ref(self.path, ref)
+        if found is not None:
+            return found or None
+        result = await self.git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False
+        )
+        return result.stdout.strip() if result.returncode == 0 else None
 
     async def remote_sha(self, branch: str) -> str | None:
         """The sha of ``branch`` on the remote right now, or None when it does not exist."""

@@ -26,7 +26,7 @@ from bot.workspace.worktree import Worktree, git_file
 async def protected_paths(wt: Worktree, deny: Sequence[str]) -> list[Path]:
     """What the sandbox binds read-only inside the worktree: its `.git` file, tracked deny matches."""
     found = [wt.path / ".git"]
-    if not deny:
+    if not deny or not _may_match(wt.path, deny):
         return found
     listed = await wt.git("ls-files", "-z")
     seen: set[str] = set()
@@ -41,6 +41,21 @@ async def protected_paths(wt: Worktree, deny: Sequence[str]) -> list[Path]:
                 found.append(wt.path / prefix)
                 break
     return found
+
+
+def _may_match(root: Path, deny: Sequence[str]) -> bool:
+    """False only when no file of the worktree can match: every glob starts with a literal
+    directory (``.github/workflows/**``) that does not exist (then git need not list the files)."""
+    for glob in deny:
+        parts = glob.strip().removeprefix("./").lstrip("/").split("/")
+        literal = []
+        for part in parts[:-1]:
+            if any(c in part for c in "*?["):
+                break
+            literal.append(part)
+        if not literal or (root / "/".join(literal)).exists() or (root / "/".join(literal)).is_symlink():
+            return True
+    return False
 
 
 async def policy_violations(wt: Worktree, *, deny: Sequence[str]) -> list[str]:

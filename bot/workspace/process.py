@@ -18,6 +18,7 @@ import shutil
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +51,28 @@ class ProcessResult(BaseModel):
     timed_out: bool = Field(description="The command hit its timeout and its process group was killed.")
     truncated: bool = Field(description="Part of the output was cut out to respect the limit.")
     duration_s: float = Field(description="Wall-clock seconds from start to the last byte of output.")
+
+
+def fast_child_watcher() -> None:
+    """Wait for this loop's child processes with pidfds instead of a thread each.
+
+    Python 3.11 on Linux only (3.12 and later do this by themselves); call it inside the
+    running loop that will start the processes (the server's lifespan, the worker's main).
+    The engine starts a few processes per story (git, agents, gates): this is worth ~7 % of an
+    orchestration's time there.
+    """
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        return
+    try:
+        loop = asyncio.get_running_loop()
+        os.close(os.pidfd_open(os.getpid()))
+    except (RuntimeError, OSError):  # no running loop, or a kernel without pidfds
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        watcher = asyncio.PidfdChildWatcher()
+        watcher.attach_loop(loop)
+        asyncio.set_child_watcher(watcher)
 
 
 def uv_program(tool_path: str | None) -> str | None:

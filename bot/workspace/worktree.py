@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from bot.errors import WorkspaceError
 from bot.workspace.git import GitResult, run_git
-from bot.workspace.mirror import Mirror
+from bot.workspace.mirror import Mirror, read_ref
 
 
 def admin_dir(mirror: Mirror, path: Path) -> Path | None:
@@ -150,7 +150,14 @@ async def _remove_locked(wt: Worktree) -> None:
 
 
 async def head_sha(wt: Worktree) -> str:
-    """The commit the worktree's HEAD points at."""
+    """The commit the worktree's HEAD points at (read from git's files when it can be)."""
+    try:
+        head = (wt.admin / "HEAD").read_text().strip()
+    except (OSError, WorkspaceError):
+        head = ""
+    found = read_ref(wt.mirror.path, head.removeprefix("ref: ")) if head.startswith("ref: ") else None
+    if found:
+        return found
     return (await wt.git("rev-parse", "HEAD")).stdout.strip()
 
 
@@ -168,10 +175,7 @@ async def commit_all(
 ) -> str | None:
     """Stage everything and commit it as the given identity; None when nothing changed."""
     await wt.git("add", "-A")
-    staged = await wt.git("diff", "--cached", "--quiet", check=False)
-    if staged.returncode == 0:
-        return None
-    await wt.git(
+    made = await wt.git(
         "commit",
         "--no-verify",
         "--no-gpg-sign",
@@ -179,7 +183,13 @@ async def commit_all(
         "-m",
         _with_trailers(message, trailers),
         identity=(author_name, author_email),
+        check=False,
     )
+    if made.returncode != 0:
+        said = made.stdout + made.stderr  # git speaks C.UTF-8 here (git_env)
+        if "nothing to commit" in said or "no changes added to commit" in said:
+            return None
+        raise WorkspaceError(f"git commit failed in {wt.path.name}: {said.strip()[-500:]}")
     return await head_sha(wt)
 
 

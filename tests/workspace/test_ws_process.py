@@ -235,3 +235,22 @@ async def test_sandbox_timeout_kills_everything_inside(tmp_path: Path, env: dict
             break
         await asyncio.sleep(0.05)
     assert live_with_arg(duration) == []
+
+
+async def test_the_pidfd_child_watcher_runs_processes_on_this_loop(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+    import warnings
+
+    from bot.workspace.git import run_git
+    from bot.workspace.process import fast_child_watcher
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        before = asyncio.get_child_watcher()
+        try:
+            fast_child_watcher()
+            result = await run_git(["--version"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+            assert result.stdout.startswith("git version")
+        finally:
+            asyncio.set_child_watcher(before)
+            before.attach_loop(asyncio.get_running_loop())

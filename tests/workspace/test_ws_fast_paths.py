@@ -1,0 +1,102 @@
+"""The shortcuts that cut git processes keep their guarantees: a changed mirror config is still
+caught, refs read from files agree with git, a push leases on what the mirror last saw and
+asks the remote only when that fails, and no listing is made when no deny glob can match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.errors import WorkspaceError
+from bot.workspace.mirror import Mirror, read_ref
+from bot.workspace.policy import protected_paths
+from bot.workspace.worktree import add_worktree, commit_all, head_sha
+
+PRD = """
+version: 1
+title: One
+summary: One story.
+stories:
+  - id: STORY-001
+    title: One
+    acceptance_criteria: ["a.txt holds a line"]
+"""
+
+
+async def test_a_config_changed_after_a_verified_call_is_still_refused(mirror: Mirror, git) -> None:  # type: ignore[no-untyped-def]
+    await mirror.fetch()  # verified, and remembered
+    await mirror.fetch()  # unchanged: not verified again, still fine
+    git("config", "--local", "core.sshCommand", "touch /tmp/pwned", cwd=mirror.path)
+    with pytest.raises(WorkspaceError, match="changed outside the bot"):
+        await mirror.fetch()
+
+
+async def test_refs_read_from_files_agree_with_git(mirror: Mirror, git, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = git("rev-parse", "refs/remotes/origin/main", cwd=mirror.path)
+    assert read_ref(mirror.path, "refs/remotes/origin/main") == main
+    assert read_ref(mirror.path, "refs/remotes/origin/nope") == ""
+    assert read_ref(mirror.path, "refs/../../etc/passwd") is None
+    git("pack-refs", "--all", cwd=mirror.path)  # packed: read from packed-refs
+    assert read_ref(mirror.path, "refs/remotes/origin/main") == main
+    wt = await add_worktree(mirror, branch="b", base_ref="refs/remotes/origin/main", path=tmp_path / "wt")
+    (wt.path / "x.txt").write_text("x\n")
+    sha = await commit_all(wt, message="x", author_name="Bot", author_email="bot@example.com", trailers={})
+    assert sha == await head_sha(wt) == git("rev-parse", "HEAD", cwd=wt.path)
+    assert (
+        await commit_all(wt, message="y", author_name="Bot", author_email="bot@example.com", trailers={})
+        is None
+    )
+
+
+async def test_a_push_leases_on_the_tracking_ref_and_recovers_when_the_remote_moved(
+    mirror: Mirror, git, remote: Path, seed: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from bot.orchestration.story import _push
+    from tests.execution_support import approved_state, config_for, make_run
+
+    run = make_run(
+        tmp_path,
+        remote,
+        approved_state(PRD),
+        config_for(Path("/bin/true")),
+    )
+    run.mirror = mirror
+    wt = await add_worktree(mirror, branch="s1", base_ref="refs/remotes/origin/main", path=tmp_path / "w1")
+    (wt.path / "a.txt").write_text("a\n")
+    first = await commit_all(wt, message="a", author_name="Bot", author_email="bot@example.com", trailers={})
+    assert first is not None
+    await _push(run, "s1", first)
+    assert git("rev-parse", "refs/heads/s1", cwd=remote) == first
+    assert await mirror.tracking_sha("s1") == first, "the push updated what the mirror saw"
+    # The remote branch moves behind the mirror's back (a crash left another push there).
+    git("fetch", "-q", "origin", "s1", cwd=seed)
+    git("checkout", "-q", "-b", "s1", "FETCH_HEAD", cwd=seed)
+    (seed / "b.txt").write_text("b\n")
+    git("add", "-A", cwd=seed)
+    git("commit", "-q", "-m", "b", cwd=seed)
+    git("push", "-q", "origin", "s1", cwd=seed)
+    (wt.path / "c.txt").write_text("c\n")
+    second = await commit_all(wt, message="c", author_name="Bot", author_email="bot@example.com", trailers={})
+    assert second is not None
+    await _push(run, "s1", second)  # the lease fails; the remote is asked and the push made on it
+    assert git("rev-parse", "refs/heads/s1", cwd=remote) == second
+
+
+async def test_no_listing_when_no_deny_glob_can_match(mirror: Mirror, tmp_path: Path) -> None:
+    wt = await add_worktree(mirror, branch="p", base_ref="refs/remotes/origin/main", path=tmp_path / "p")
+    calls = []
+    real = wt.git
+
+    async def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[0])
+        return await real(*args, **kwargs)
+
+    object.__setattr__(wt, "git", counting)
+    assert await protected_paths(wt, [".github/workflows/**"]) == [wt.path / ".git"]
+    assert calls == []
+    (wt.path / ".github" / "workflows").mkdir(parents=True)
+    assert await protected_paths(wt, [".github/workflows/**"]) == [wt.path / ".git"]
+    assert await protected_paths(wt, ["src/**"]) == [wt.path / ".git", wt.path / "src" / "app.py"]
+    assert await protected_paths(wt, ["*.py"]) == [wt.path / ".git", wt.path / "src" / "app.py"]
+    assert calls == ["ls-files", "ls-files", "ls-files"]
