@@ -93,17 +93,24 @@ class WebhookApp:
             await self.app(scope, receive, send)
             return
         if scope["method"] != "POST":
-            await _send(send, 405, {"message": "method not allowed: GitHub POSTs deliveries"})
+            message = {"message": "method not allowed: GitHub POSTs deliveries"}
+            await _send(send, 405, message, extra=[(b"allow", b"POST")])
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         delivery_id = headers.get("x-github-delivery")
         with log_context(delivery=delivery_id or "-"):
             body = await _read_body(receive, headers.get("content-length"))
-            status, content = await _receive(body, self.intake, headers, delivery_id)
+            try:
+                status, content = await _receive(body, self.intake, headers, delivery_id)
+            except Exception:  # the database, most likely: nothing was recorded, GitHub may redeliver
+                log.exception("could not record delivery %s", delivery_id or "-")
+                status, content = _answer(500, "the delivery could not be recorded; redeliver it later")
         await _send(send, status, content)
 
 
-async def _send(send: Send, status: int, content: dict[str, Any]) -> None:
+async def _send(
+    send: Send, status: int, content: dict[str, Any], *, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     payload = orjson.dumps(content)
     await send(
         {
@@ -112,6 +119,7 @@ async def _send(send: Send, status: int, content: dict[str, Any]) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(payload)).encode()),
+                *(extra or []),
             ],
         }
     )
