@@ -87,8 +87,7 @@ async def run_one_story(services: Services, inputs: ActionInputs) -> StoryOutcom
     )
     run.publisher = None
     run.story_runner = None
-    await run.mirror.ensure()
-    await run.mirror.fetch()
+    await run.mirror.fetch()  # clones a missing mirror
     base = batch_base(run, story.batch)
     await _local_base(run, base)
     if refused is None:

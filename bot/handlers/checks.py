@@ -84,8 +84,7 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     scope, name, sha = data["scope"], data["gate"], data["head_sha"]
     ids = {s.id for s in loaded.state.prd.stories}
     story = loaded.state.prd.story(scope) if scope in ids else loaded.state.prd.stories[0]
-    await run.mirror.ensure()
-    await run.mirror.fetch()
+    await run.mirror.fetch()  # clones a missing mirror
     branch = f"{run.branch_prefix}/rerun-{scope.lower()}-{name}"
     path = run.work_root / f"rerun-{scope.lower()}-{name}"
     home = run.work_root / f".home-rerun-{scope.lower()}"

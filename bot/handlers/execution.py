@@ -21,7 +21,7 @@ from bot.orchestration.run import Run
 from bot.services import Services
 from bot.state import PlanState, PlanStatus, StoryStatus, transition
 from bot.worker import JobKinds
-from bot.workspace.mirror import Mirror, mirror_slug
+from bot.workspace.mirror import mirror_slug
 
 log = logging.getLogger(__name__)
 kinds = JobKinds()
@@ -50,7 +50,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
     assert config is not None and session.clone_url is not None
     data = services.settings.data_dir.resolve()
     slug = mirror_slug(session.clone_url)
-    mirror = Mirror(root=data, clone_url=session.clone_url, token_provider=session.port.git_token)
+    mirror = session.mirror()
 
     async def save_comment(new: PlanState) -> PlanState:
         return (await save_plan(session, new, comment_id=comment_id)).state

@@ -18,7 +18,6 @@ from bot.plan import PRD, prd_to_yaml
 from bot.planning.context import IssueContext, RepoContext, build_context
 from bot.planning.exploration import Exploration, check_intent, explore, looked_at_markdown, planner_notes
 from bot.planning.planner import PlanningResult, plan_issue
-from bot.workspace.mirror import Mirror
 
 log = logging.getLogger(__name__)
 README_NAMES = ("README.md", "README.rst", "README")
@@ -115,13 +114,7 @@ async def explore_code(
 
 async def default_head(session: Session) -> GitTree:
     """The default branch's head in the server's mirror (fetched now), to be read and nothing else."""
-    assert session.clone_url
-    mirror = Mirror(
-        root=session.services.settings.data_dir.resolve(),
-        clone_url=session.clone_url,
-        token_provider=session.port.git_token,
-    )
-    await mirror.ensure()
+    mirror = session.mirror()
     await mirror.fetch()
     return GitTree(mirror.git, await mirror.resolve(f"refs/remotes/origin/{session.default_branch}"))
 

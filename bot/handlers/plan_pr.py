@@ -32,7 +32,6 @@ from bot.rendering import messages
 from bot.routing import Event, Router
 from bot.services import Services
 from bot.state import PlanState, revise
-from bot.workspace.mirror import Mirror
 from bot.workspace.worktree import add_worktree, commit_all, remove_worktree
 
 router = Router()
@@ -59,12 +58,7 @@ async def open_plan_pr(session: Session, loaded: LoadedPlan) -> None:
     assert session.config is not None and session.clone_url is not None
     state = loaded.state
     branch = plan_branch(session.issue)
-    mirror = Mirror(
-        root=session.services.settings.data_dir.resolve(),
-        clone_url=session.clone_url,
-        token_provider=session.port.git_token,
-    )
-    await mirror.ensure()
+    mirror = session.mirror()
     await mirror.fetch()
     remote = await mirror.remote_sha(branch)
     base = f"refs/remotes/origin/{branch}" if remote else f"refs/remotes/origin/{session.default_branch}"

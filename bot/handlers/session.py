@@ -18,6 +18,7 @@ from bot.permissions import PermissionCache, Verdict, may_act, may_start
 from bot.plans import LoadedPlan, PlanStore, require_identity
 from bot.rendering import messages
 from bot.repoconfig import CONFIG_PATH, RepoConfig, format_config_problems_markdown, load_repo_config
+from bot.workspace.mirror import Mirror
 
 if TYPE_CHECKING:
     from bot.db.queue import ClaimedJob
@@ -69,6 +70,15 @@ class Session:
             self.config, self.config_error = None, exc
         self.services.repo_cache.keep_config(self.repo, self.default_branch, self.config)
         return self.config
+
+    def mirror(self) -> Mirror:
+        """The server's bare mirror of this repository (under the data dir), fetched with our token."""
+        assert self.clone_url, "a repository without a clone URL has no mirror"
+        return Mirror(
+            root=self.services.settings.data_dir.resolve(),
+            clone_url=self.clone_url,
+            token_provider=self.port.git_token,
+        )
 
     async def trigger_label(self) -> str:
         """The label that asks for a plan: from the config read recently, else read now."""

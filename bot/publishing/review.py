@@ -112,8 +112,7 @@ async def apply_review_fix(
         }
     )
     run = replace(base_run, state=scratch, reporter=_NoSave(base_run.reporter))
-    await run.mirror.ensure()
-    await run.mirror.fetch()
+    await run.mirror.fetch()  # clones a missing mirror
     remote = await run.mirror.remote_sha(branch)
     if remote is None or (record.head_sha and remote != record.head_sha):
         await _hands_off(session, pr_number, branch, loaded, batch)

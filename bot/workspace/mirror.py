@@ -206,11 +206,13 @@ class Mirror:
             exclude.write_text(current + ("" if current.endswith("\n") or not current else "\n") + wanted)
 
     async def fetch(self) -> None:
-        """Clone if needed, then ``git fetch --prune origin`` into ``refs/remotes/origin/*``."""
+        """Clone if needed (which fetches), else ``git fetch --prune origin`` into
+        ``refs/remotes/origin/*``: `ensure` and a fetch, with one fetch."""
         async with self._lock:
             if not self.exists():
                 await self._ensure_locked()
                 return
+            self.exclude_environments()
             await self.git("fetch", "--prune", "origin", remote=True)
 
     async def resolve(self, ref: str) -> str:
