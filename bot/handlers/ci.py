@@ -278,28 +278,17 @@ async def _give_up(session: Session, loaded: LoadedPlan, batch: int, checks: lis
 
 
 async def _rollup_failed(session: Session, record: BatchState, why: str) -> None:
-    try:
-        runs = await session.port.list_check_runs_for_ref(
-            session.repo, record.head_sha or "", check_name="plan-cascade"
-        )
-        mine = [r for r in runs if r.external_id == f"batch-{record.number}"]
-        output = {"title": f"Batch {record.number}: CI failed", "summary": why}
-        if mine:
-            await session.port.update_check_run(
-                session.repo, mine[0].id, status="completed", conclusion="failure", output=output
-            )
-        else:  # a fix commit's head has no roll-up yet
-            await session.port.create_check_run(
-                session.repo,
-                name="plan-cascade",
-                head_sha=record.head_sha or "",
-                status="completed",
-                conclusion="failure",
-                external_id=f"batch-{record.number}",
-                output=output,
-            )
-    except GitHubError as exc:
-        log.warning("could not update the roll-up check: %s", exc.message)
+    from bot.publishing.github import write_rollup
+
+    output = {"title": f"Batch {record.number}: CI failed", "summary": why}
+    await write_rollup(
+        session.port,
+        session.repo,
+        head=record.head_sha or "",
+        batch=record.number,
+        conclusion="failure",
+        output=output,
+    )
 
 
 async def _stop(session: Session, loaded: LoadedPlan, batch: int, checks: list[CICheck], why: str) -> None:

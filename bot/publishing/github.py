@@ -257,28 +257,7 @@ class GitHubPublisher:
         lines += [f"- integration `{n}`: {c}" for n, c in integration.items()]
         lines += [f"- {unmet}"] if unmet else []
         output = {"title": title, "summary": "\n".join(lines)}
-        try:
-            existing = [
-                r
-                for r in await self.port.list_check_runs_for_ref(self.repo, head, check_name="plan-cascade")
-                if r.external_id == f"batch-{batch}"
-            ]
-            if existing:  # a publish redone after a crash updates the check it made
-                await self.port.update_check_run(
-                    self.repo, existing[0].id, status="completed", conclusion=verdict, output=output
-                )
-                return
-            await self.port.create_check_run(
-                self.repo,
-                name="plan-cascade",
-                head_sha=head,
-                status="completed",
-                conclusion=verdict,
-                external_id=f"batch-{batch}",
-                output=output,
-            )
-        except GitHubError as exc:
-            log.warning("could not create the roll-up check: %s", exc.message)
+        await write_rollup(self.port, self.repo, head=head, batch=batch, conclusion=verdict, output=output)
 
     async def _hands_off(self, run: Run, batch: int, record: BatchState, branch: str) -> PlanState:
         from bot.rendering import messages
@@ -302,6 +281,35 @@ def _review_note(review: BatchReview | None) -> str | None:
             f"The acceptance review sent {', '.join(review.sent_back)} back with its reasoning before this."
         )
     return None
+
+
+async def write_rollup(
+    port: GitHubPort, repo: str, *, head: str, batch: int, conclusion: str, output: Mapping[str, str]
+) -> None:
+    """The `plan-cascade` check of batch `batch` on `head`: updated when it exists (a publish redone
+    after a crash, CI judged later), created otherwise. A GitHub error is logged, never raised."""
+    try:
+        existing = [
+            r
+            for r in await port.list_check_runs_for_ref(repo, head, check_name="plan-cascade")
+            if r.external_id == f"batch-{batch}"
+        ]
+        if existing:
+            await port.update_check_run(
+                repo, existing[0].id, status="completed", conclusion=conclusion, output=output
+            )
+            return
+        await port.create_check_run(
+            repo,
+            name="plan-cascade",
+            head_sha=head,
+            status="completed",
+            conclusion=conclusion,
+            external_id=f"batch-{batch}",
+            output=output,
+        )
+    except GitHubError as exc:
+        log.warning("could not write the roll-up check of batch %s: %s", batch, exc.message)
 
 
 async def _authored_by_bot(run: Run, sha: str) -> bool:
