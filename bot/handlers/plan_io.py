@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 
 from bot.errors import StalePlan
-from bot.handlers.session import Session
+from bot.handlers.session import DEFAULT_TRIGGER_LABEL, Session
 from bot.plans import LoadedPlan, PlanStore, write_state
 from bot.rendering.plan_comment import render_plan_comment
 from bot.repoconfig import RepoConfig
@@ -19,7 +19,6 @@ from bot.state import PlanState
 from bot.state_block import INLINE_STATE_LIMIT, state_payload
 
 log = logging.getLogger(__name__)
-DEFAULT_TRIGGER = "plan-cascade"
 UPDATE_ATTEMPTS = 5
 """How often `update_plan` re-reads and re-applies a change before giving up (the job retries)."""
 
@@ -33,7 +32,7 @@ def render(session: Session, state: PlanState, *, state_block: str | None = None
     return render_plan_comment(
         state,
         estimate=_estimate(state, config, model=_agent_model(session, config)),
-        trigger_label=config.trigger_label if config else DEFAULT_TRIGGER,
+        trigger_label=config.trigger_label if config else DEFAULT_TRIGGER_LABEL,
         app_slug=session.app_slug,
         state_block=state_block,
     )
