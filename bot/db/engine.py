@@ -32,7 +32,7 @@ class Database:
             kwargs.update(pool_size=10, max_overflow=10, pool_pre_ping=True)
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
         if self.is_sqlite:
-            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine.sync_engine, "connect", sqlite_pragmas)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = asyncio.Lock()
 
@@ -76,13 +76,19 @@ class Database:
         await self.engine.dispose()
 
 
+def sqlite_path(url: str) -> str:
+    """The file of a `sqlite+aiosqlite:///…` URL."""
+    return url.split(":///", 1)[-1]
+
+
 def _ensure_sqlite_dir(url: str) -> None:
-    path = url.split(":///", 1)[-1]
+    path = sqlite_path(url)
     if path and path != ":memory:" and not path.startswith("file:"):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
-def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
+def sqlite_pragmas(dbapi_conn: object, _record: object = None) -> None:
+    """What every SQLite connection of ours runs first: WAL, NORMAL sync, a 30 s busy wait."""
     cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from bot.db.engine import Database
+from bot.db.engine import Database, sqlite_path, sqlite_pragmas
 from bot.db.models import Delivery, Job
 
 
@@ -116,10 +116,10 @@ class _SqliteBatches:
     DELIVERY_COLS = ("id", "event", "action", "target", "outcome", "received_at")
 
     def __init__(self, url: str) -> None:
-        path = url.split(":///", 1)[-1]
-        self.conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn = sqlite3.connect(
+            sqlite_path(url), timeout=30, isolation_level=None, check_same_thread=False
+        )
+        sqlite_pragmas(self.conn)
         self.job_cols = tuple(c.name for c in Job.__table__.columns if c.name != "id")
 
     def write(self, unique: dict[str, DeliveryRecord]) -> set[str]:
