@@ -76,14 +76,25 @@ class GitTree:
         out = await self.git("ls-tree", "-r", "--name-only", "-z", self.sha, check=False)
         return [p for p in out.stdout.split("\0") if p]
 
-    async def read(self, args: ReadArgs) -> str:
-        path = _clean(args.path)
+    async def text(self, path: str) -> str | None:
+        """The text of `path` at this commit; None when there is no such file, or it is binary."""
+        found, _ = await self._blob(_clean(path))
+        return found
+
+    async def _blob(self, path: str) -> tuple[str | None, str]:
         out = await self.git("cat-file", "-p", f"{self.sha}:{path}", check=False)
         if out.returncode != 0:
-            return f"error: no file {path!r} at this commit"
+            return None, f"error: no file {path!r} at this commit"
         if "\0" in out.stdout[:8192]:
-            return f"error: {path} is a binary file"
-        lines = out.stdout.splitlines()
+            return None, f"error: {path} is a binary file"
+        return out.stdout, ""
+
+    async def read(self, args: ReadArgs) -> str:
+        path = _clean(args.path)
+        found, error = await self._blob(path)
+        if found is None:
+            return error
+        lines = found.splitlines()
         chosen = lines[args.offset - 1 : args.offset - 1 + args.limit]
         shown = [f"{n:>6}\t{line[:MAX_LINE_CHARS]}" for n, line in enumerate(chosen, start=args.offset)]
         more = len(lines) - (args.offset - 1 + len(chosen))

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from bot.agent.readonly import ReadOnlyLimits, Unfinished, investigate
 from bot.errors import ConfigurationError, GitHubError, WorkspaceError
 from bot.handlers.session import Session
-from bot.planning.exploration import Reference
+from bot.planning.exploration import Reference, file_listing
 from bot.planning.sanitize import fence_untrusted, sanitize_untrusted
 from bot.rendering.answers import references_markdown
 from bot.rendering.env import md_block, md_inline
@@ -56,7 +56,7 @@ async def answer_question(session: Session, *, question: str, actor: str) -> Non
         await session.reply(f"Plan Cascade could not read the repository to answer: {exc.message}")
         return
     paths = await tree.paths()
-    listing = "\n".join(paths[:1500])
+    listing = file_listing(paths)
     prompt = (
         fence_untrusted(f"a question by @{actor}", sanitize_untrusted(question, max_chars=4000))
         + f"\nFiles at the default branch's head:\n{listing}\n\nRead what you need, then submit."

@@ -93,13 +93,16 @@ class Exploration(BaseModel):
     error: str | None = Field(default=None, description="Why exploration stopped without findings.")
 
 
+def file_listing(paths: list[str]) -> str:
+    """The file tree in a prompt: the first 1,500 paths, and how many more there are."""
+    more = f"\n[... {len(paths) - 1500} more files]" if len(paths) > 1500 else ""
+    return "\n".join(paths[:1500]) + more
+
+
 def exploration_prompt(context: str, paths: list[str]) -> str:
     """The explorer's task: the issue (as the planner sees it) and the file tree."""
-    listing = "\n".join(paths[:1500]) + (
-        f"\n[... {len(paths) - 1500} more files]" if len(paths) > 1500 else ""
-    )
     return (
-        f"{context}\n\nFiles at the default branch's head:\n{listing}\n\n"
+        f"{context}\n\nFiles at the default branch's head:\n{file_listing(paths)}\n\n"
         "Find the files this issue's change will touch or must follow, read them, and submit."
     )
 
@@ -139,9 +142,9 @@ async def explore(
     result = Exploration()
     for name in INSTRUCTION_FILES:
         if name in paths:
-            text = await tree.read(ReadArgs(path=name, limit=2000))
-            if not text.startswith("error:"):
-                result.instructions[name] = _plain(text)[:INSTRUCTIONS_CHARS]
+            text = await tree.text(name)
+            if text is not None:
+                result.instructions[name] = text[:INSTRUCTIONS_CHARS]
     try:
         found = await investigate(
             llm,
@@ -171,11 +174,6 @@ async def explore(
             if not text.startswith("error:"):
                 result.excerpts[item.path] = text[:EXCERPT_CHARS]
     return result
-
-
-def _plain(numbered: str) -> str:
-    """`read`'s numbered lines back to text."""
-    return "\n".join(line.split("\t", 1)[-1] for line in numbered.splitlines() if "\t" in line)
 
 
 def planner_notes(result: Exploration) -> str:
