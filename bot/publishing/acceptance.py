@@ -115,7 +115,7 @@ async def review_batch(run: Run, batch: int, outcome: BatchOutcome) -> BatchRevi
             prompt=prompt,
             answer=AcceptanceAnswer,
             limits=LIMITS,
-            validate=functools.partial(_problems, wanted=wanted_ids),
+            validate=functools.partial(answer_problems, wanted=wanted_ids),
         )
     except Unfinished as exc:
         log.warning("the acceptance review of batch %s did not finish: %s", batch, exc.message)
@@ -128,10 +128,6 @@ async def review_batch(run: Run, batch: int, outcome: BatchOutcome) -> BatchRevi
     review.checks = checks_of(found.value, wanted_ids)
     await _save(run, batch, review)
     return review
-
-
-def _problems(answer: AcceptanceAnswer, *, wanted: dict[str, int]) -> list[str]:
-    return answer_problems(answer, wanted)
 
 
 def _record(state: PlanState, batch: int) -> BatchState:
