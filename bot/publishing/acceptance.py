@@ -91,18 +91,17 @@ async def review_batch(run: Run, batch: int, outcome: BatchOutcome) -> BatchRevi
     record = _record(run.state, batch)
     wanted_ids = expected(run.state, outcome.merged)
     saved = {sid: run.state.stories[sid].acceptance for sid in outcome.merged}
+    if record.reviewed_head == outcome.head_sha and all(saved.values()):
+        log.info("batch %s was reviewed at %s already: its verdicts stand", batch, outcome.head_sha[:12])
+        return BatchReview(outcome.head_sha, checks=saved)
+    llm = run.review_llm
+    if llm is None:
+        return BatchReview(outcome.head_sha, error="no model is configured for reviews on this server")
     base = await run.mirror.resolve(batch_base(run, batch))
     diff = (
         await run.mirror.git("diff", "--no-color", "--no-ext-diff", f"{base}...{outcome.head_sha}")
     ).stdout
-    if record.reviewed_head == outcome.head_sha and all(saved.values()):
-        log.info("batch %s was reviewed at %s already: its verdicts stand", batch, outcome.head_sha[:12])
-        return BatchReview(outcome.head_sha, checks=saved, diff=diff)
     review = BatchReview(outcome.head_sha, diff=diff)
-    llm = run.review_llm
-    if llm is None:
-        review.error = "no model is configured for reviews on this server"
-        return review
     gates = {sid: dict(run.state.stories[sid].gates) for sid in outcome.merged}
     gates["integration"] = {r.name: ("success" if r.passed else "failure") for r in outcome.integration}
     prompt = review_prompt(run.state, outcome.merged, diff=diff, gates=gates)
