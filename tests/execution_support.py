@@ -111,3 +111,27 @@ def make_run(tmp: Path, remote: Path, state: PlanState, config: Any, **kwargs: A
 def remote_branches(remote: Path) -> list[str]:
     out = git("for-each-ref", "--format=%(refname:short)", "refs/heads", cwd=remote)
     return sorted(out.splitlines())
+
+
+def prompt_logging_repo(
+    harness: Any, tmp: Path, *, title: str, body: str, writes: str, config: str = ""
+) -> Path:
+    """The harness's repository on a real bare remote, issue #1 (`title`, `body`), a maintainer
+    `maint`, and a command agent that appends each prompt (then `===`) to the returned log and
+    runs `writes` (bash; `$2` is the worktree). `config` is added to `.github/plan-cascade.yml`."""
+    from tests.harness import REPO
+
+    remote = make_remote(tmp)
+    harness.remote = remote
+    harness.fake.repo(REPO).clone_url = f"file://{remote}"
+    harness.fake.set_permission(REPO, "maint", "maintain")
+    harness.fake.add_issue(REPO, title=title, body=body)
+    prompts = tmp / "prompts.log"
+    script = agent_script(tmp, "agent.sh", f'cat "$1" >> {prompts}\necho "===" >> {prompts}\n{writes}')
+    harness.fake.set_file(
+        REPO,
+        ".github/plan-cascade.yml",
+        f'agent:\n  default: script\n  commands:\n    script: "{script} {{prompt_file}} {{worktree}}"\n'
+        "  sandbox: none\ngates:\n  detect: false\n  max_retries: 0\n" + config,
+    )
+    return prompts

@@ -16,7 +16,7 @@ import pytest
 from bot.llm import Completion, ScriptedLLM, Usage, tool_reply
 from bot.state import PlanStatus
 from bot.state_block import decode_state
-from tests.execution_support import agent_script, make_remote
+from tests.execution_support import prompt_logging_repo
 from tests.harness import REPO, Harness, commented
 
 PRD = """Greet.
@@ -70,21 +70,8 @@ def read_call() -> Completion:
 @pytest.fixture
 async def h(tmp_path: Path):
     async with Harness(tmp_path, execute=True, PLAN_CASCADE_SANDBOX="off") as harness:
-        remote = make_remote(tmp_path)
-        harness.fake.repo(REPO).clone_url = f"file://{remote}"
-        harness.fake.set_permission(REPO, "maint", "maintain")
-        harness.fake.add_issue(REPO, title="Greet", body=PRD)
-        prompts = tmp_path / "prompts.log"
-        script = agent_script(
-            tmp_path,
-            "agent.sh",
-            f'cat "$1" >> {prompts}\necho "===" >> {prompts}\necho hello >> "$2/hello.txt"\n',
-        )
-        harness.fake.set_file(
-            REPO,
-            ".github/plan-cascade.yml",
-            f'agent:\n  default: script\n  commands:\n    script: "{script} {{prompt_file}} {{worktree}}"\n'
-            "  sandbox: none\ngates:\n  detect: false\n  max_retries: 0\n",
+        prompts = prompt_logging_repo(
+            harness, tmp_path, title="Greet", body=PRD, writes='echo hello >> "$2/hello.txt"\n'
         )
         harness.prompts = prompts
         yield harness

@@ -17,7 +17,7 @@ import pytest
 from bot.state_block import decode_state
 from bot.testing.deliveries import load_fixture
 from bot.testing.fake_github_actions import add_workflow_run, finish_rerun
-from tests.execution_support import agent_script, git, make_remote
+from tests.execution_support import git, prompt_logging_repo
 from tests.harness import INSTALLATION, REPO, Harness, commented
 
 BRANCH = "plan-cascade/1/batch-1"
@@ -47,24 +47,13 @@ RUNNER_LOST = (
 @pytest.fixture
 async def h(tmp_path: Path):
     async with Harness(tmp_path, execute=True, PLAN_CASCADE_SANDBOX="off") as harness:
-        remote = make_remote(tmp_path)
-        harness.remote = remote
-        harness.fake.repo(REPO).clone_url = f"file://{remote}"
-        harness.fake.set_permission(REPO, "maint", "maintain")
-        harness.fake.add_issue(REPO, title="Adder", body=PRD)
-        prompts = tmp_path / "prompts.log"
-        script = agent_script(
+        prompts = prompt_logging_repo(
+            harness,
             tmp_path,
-            "agent.sh",
-            f'cat "$1" >> {prompts}\necho "===" >> {prompts}\n'
-            'echo "def add(a, b): return a + b  # $RANDOM" >> "$2/calc.py"\n',
-        )
-        harness.fake.set_file(
-            REPO,
-            ".github/plan-cascade.yml",
-            f'agent:\n  default: script\n  commands:\n    script: "{script} {{prompt_file}} {{worktree}}"\n'
-            "  sandbox: none\ngates:\n  detect: false\n  max_retries: 0\n"
-            "publishing:\n  acceptance_review: false\nci:\n  max_fix_attempts: 1\n",
+            title="Adder",
+            body=PRD,
+            writes='echo "def add(a, b): return a + b  # $RANDOM" >> "$2/calc.py"\n',
+            config="publishing:\n  acceptance_review: false\nci:\n  max_fix_attempts: 1\n",
         )
         harness.prompts = prompts
         for body in ("/plan-cascade plan", "/plan-cascade approve"):

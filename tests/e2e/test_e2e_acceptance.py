@@ -16,10 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.state import PlanStatus
 from bot.testing.fake_llm import FakeAnthropic
 from bot.testing.server_process import free_port
-from tests.e2e.world import PRD, REPO, World, make_world, payload
+from tests.e2e.world import REPO, World, make_world
 
 pytestmark = pytest.mark.e2e
 
@@ -81,17 +80,7 @@ def world(tmp_path: Path, model: tuple[FakeAnthropic, str]) -> Iterator[World]:
 
 def test_every_batch_is_reviewed_against_its_criteria(world: World, model: tuple[FakeAnthropic, str]) -> None:
     fake_model, _ = model
-    world.fake.add_issue(REPO, title="Greetings", body=PRD)
-    labeled = payload(
-        "issues.labeled.1",
-        number=1,
-        label={"name": "plan-cascade"},
-        sender={"login": "maint", "type": "User"},
-    )
-    assert world.post("issues", labeled).status_code == 202
-    comment, _ = world.wait(lambda: world.plan()[1] and world.plan())
-    world.fake.add_reaction(REPO, comment.id, "maint", "+1")
-    world.wait(lambda: world.plan()[1].status == PlanStatus.COMPLETED, timeout=120)
+    world.run_greetings()
     _, state = world.plan()
     pulls = sorted(world.fake.repo(REPO).pulls.values(), key=lambda p: p.number)
     assert len(pulls) == 2 and not any(p.draft for p in pulls)

@@ -6,10 +6,9 @@ import copy
 
 import pytest
 
-from bot.state import PlanStatus
 from bot.testing.deliveries import load_fixture
 from bot.testing.fake_github_actions import add_workflow_run
-from tests.e2e.world import PRD, REPO, World, payload
+from tests.e2e.world import REPO, World
 from tests.execution_support import git
 
 pytestmark = pytest.mark.e2e
@@ -34,17 +33,7 @@ def _ci_comment(world: World) -> str:
 
 
 def test_a_failing_workflow_gets_a_fix_and_then_passes(world: World) -> None:
-    world.fake.add_issue(REPO, title="Greetings", body=PRD)
-    labeled = payload(
-        "issues.labeled.1",
-        number=1,
-        label={"name": "plan-cascade"},
-        sender={"login": "maint", "type": "User"},
-    )
-    assert world.post("issues", labeled).status_code == 202
-    comment, _ = world.wait(lambda: world.plan()[1] and world.plan())
-    world.fake.add_reaction(REPO, comment.id, "maint", "+1")
-    world.wait(lambda: world.plan()[1].status == PlanStatus.COMPLETED, timeout=120)
+    world.run_greetings()
     first = git("rev-parse", BRANCH, cwd=world.remote)
     add_workflow_run(
         world.fake, REPO, head_sha=first, head_branch=BRANCH, name="CI", jobs=[("test", "failure", FAILURE)]

@@ -62,6 +62,22 @@ class World:
             time.sleep(0.1)
         raise AssertionError(f"timed out; comments: {[c.body[:120] for c in self.fake.comments(REPO, 1)]}")
 
+    def run_greetings(self) -> None:
+        """Label issue #1 holding PRD, approve its plan with a maintainer's 👍, wait until it completes."""
+        from bot.state import PlanStatus
+
+        self.fake.add_issue(REPO, title="Greetings", body=PRD)
+        labeled = payload(
+            "issues.labeled.1",
+            number=1,
+            label={"name": "plan-cascade"},
+            sender={"login": "maint", "type": "User"},
+        )
+        assert self.post("issues", labeled).status_code == 202
+        comment, _ = self.wait(lambda: self.plan()[1] and self.plan())
+        self.fake.add_reaction(REPO, comment.id, "maint", "+1")
+        self.wait(lambda: self.plan()[1].status == PlanStatus.COMPLETED, timeout=120)
+
     def plan(self, number: int = 1):  # type: ignore[no-untyped-def]
         found = [c for c in self.fake.comments(REPO, number) if "plan-cascade:plan" in c.body]
         return (found[0], decode_state(found[0].body)) if found else (None, None)
