@@ -145,7 +145,7 @@ async def repo_context(session: Session) -> RepoContext:
             manifests[name] = text[:8000]
     tree: list[str] = []
     try:
-        tree = await session.port.list_tree(session.repo, session.default_branch)
+        tree = await session.tree()  # read once per job (the prefetch may have)
     except GitHubError as exc:
         log.info("no file tree for planning: %s", exc.message)
     return RepoContext(readme=readme, file_tree=tree, manifests=manifests)
