@@ -140,6 +140,7 @@ def create_app(
             shared = rt.services.extras.get("shared_github_transport")
             if shared is not None:
                 await shared.shutdown()
+            intake.writer.close()
             await rt.db.dispose()
 
     app = FastAPI(title="Plan Cascade", lifespan=lifespan, docs_url=None, redoc_url=None)

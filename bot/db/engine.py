@@ -55,6 +55,10 @@ class Database:
         else:
             yield
 
+    def write_locked(self) -> bool:
+        """Whether a writer of this process holds the SQLite write lock right now."""
+        return self.is_sqlite and self._write_lock.locked()
+
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A session for reads."""

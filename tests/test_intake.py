@@ -1,0 +1,181 @@
+"""The intake's group commit. On SQLite: a batch per turn of the loop, written on the loop only
+when the database is free; a busy database never blocks the loop; checkpoints happen in a thread
+of their own. On PostgreSQL: the same answers for a burst with redeliveries."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, text
+
+from bot.db.checkpoint import Checkpointer
+from bot.db.engine import sqlite_path
+from bot.db.models import Delivery, Job
+from bot.server import build_runtime, create_app
+from bot.services import Services
+from bot.testing.deliveries import encode, load_fixture, signed_headers
+from tests.support import WEBHOOK_SECRET, asgi_client, make_settings, postgres_database, wait_for
+
+
+@pytest.fixture
+async def server(tmp_path: Path):
+    settings = make_settings(tmp_path, GITHUB_API_URL="http://github.test")
+    runtime = build_runtime(settings, services=Services(settings=settings))
+    await runtime.db.migrate()
+    app = create_app(settings, runtime=runtime, start_workers=False, migrate=False)
+    async with asgi_client(app) as client:
+        yield client, runtime, app
+    app.intake.writer.close()
+    await runtime.db.dispose()
+
+
+def delivery(
+    n: int | str, fixture: str = "ping.event.1", event: str = "ping"
+) -> tuple[bytes, dict[str, str]]:
+    body = encode(load_fixture(fixture))
+    return body, signed_headers(body, secret=WEBHOOK_SECRET, event=event, delivery_id=f"intake-{n}")
+
+
+async def counts(runtime) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    async with runtime.db.read() as session:
+        deliveries = (await session.execute(select(func.count()).select_from(Delivery))).scalar_one()
+        jobs = (await session.execute(select(func.count()).select_from(Job))).scalar_one()
+    return deliveries, jobs
+
+
+async def test_a_burst_is_written_in_batches_with_one_job_per_new_delivery(server) -> None:  # type: ignore[no-untyped-def]
+    client, runtime, _ = server
+    posts = [delivery(i) for i in range(40)] + [delivery(i) for i in range(0, 40, 4)]  # 10 redeliveries
+    answers = await asyncio.gather(*(client.post("/webhook", content=b, headers=h) for b, h in posts))
+    assert sorted(a.status_code for a in answers) == [200] * 10 + [202] * 40
+    assert await counts(runtime) == (40, 40)
+
+
+async def test_another_process_holding_the_database_delays_deliveries_but_never_the_loop(server) -> None:  # type: ignore[no-untyped-def]
+    client, runtime, _ = server
+    other = sqlite3.connect(sqlite_path(runtime.db.url), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # what a worker process's transaction does to us
+    try:
+        body, headers = delivery("busy", "issues.labeled.1", "issues")
+        pending = asyncio.ensure_future(client.post("/webhook", content=body, headers=headers))
+        await asyncio.sleep(0.3)
+        assert not pending.done()  # not answered: nothing is recorded yet
+        health = await asyncio.wait_for(client.get("/healthz"), timeout=2)  # the loop still serves
+        assert health.status_code == 200
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    answer = await asyncio.wait_for(pending, timeout=10)
+    assert answer.status_code == 202
+    assert await counts(runtime) == (1, 1)
+
+
+async def test_a_writer_of_this_process_holding_the_lock_delays_deliveries_until_it_commits(server) -> None:  # type: ignore[no-untyped-def]
+    client, runtime, _ = server
+    body, headers = delivery("locked")
+    async with runtime.db.write() as session:
+        await session.execute(text("SELECT 1"))
+        pending = asyncio.ensure_future(client.post("/webhook", content=body, headers=headers))
+        await asyncio.sleep(0.2)
+        assert not pending.done()
+    assert (await asyncio.wait_for(pending, timeout=10)).status_code == 202
+    # and the next delivery, with the database free again, is written on the loop at once
+    body, headers = delivery("after")
+    assert (await client.post("/webhook", content=body, headers=headers)).status_code == 202
+    assert await counts(runtime) == (2, 2)
+
+
+async def test_a_failing_write_answers_500_and_keeps_neither_row(server) -> None:  # type: ignore[no-untyped-def]
+    client, runtime, _ = server
+    async with runtime.db.write() as session:  # a job insert that fails after the delivery's
+        await session.execute(
+            text("CREATE TRIGGER no_jobs BEFORE INSERT ON jobs BEGIN SELECT RAISE(ABORT, 'I/O error'); END")
+        )
+    body, headers = delivery("broken", "issues.labeled.1", "issues")
+    answer = await client.post("/webhook", content=body, headers=headers)
+    assert answer.status_code == 500
+    assert "could not be recorded" in answer.json()["message"]
+    assert await counts(runtime) == (0, 0)
+    async with runtime.db.write() as session:
+        await session.execute(text("DROP TRIGGER no_jobs"))
+    assert (await client.post("/webhook", content=body, headers=headers)).status_code == 202  # redelivery
+    assert await counts(runtime) == (1, 1)
+
+
+async def test_the_intake_never_checkpoints_in_a_delivery_write_the_checkpointer_does(
+    server, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    client, runtime, app = server
+    body, headers = delivery("first")
+    assert (await client.post("/webhook", content=body, headers=headers)).status_code == 202
+    intake = app.intake.writer._sqlite
+    assert intake.batches.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    assert rows_in_file_alone(Path(sqlite_path(runtime.db.url)), "deliveries", tmp_path) == 0
+    intake.checkpointer.threshold = 20_000  # a few deliveries' bodies
+    for i in range(12):
+        body, headers = delivery(i, "issues.labeled.1", "issues")
+        assert (await client.post("/webhook", content=body, headers=headers)).status_code == 202
+    await wait_for(lambda: intake.checkpointer.checkpoints >= 1)
+    # the checkpoint copied the log into the database file: the file alone holds the rows
+    assert rows_in_file_alone(Path(sqlite_path(runtime.db.url)), "deliveries", tmp_path) >= 1
+
+
+def rows_in_file_alone(db: Path, table: str, tmp: Path) -> int:
+    """Rows of `table` in the database file without its write-ahead log (what was checkpointed)."""
+    copy = tmp / f"file-alone-{db.name}"
+    copy.write_bytes(db.read_bytes())
+    conn = sqlite3.connect(copy)
+    try:
+        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608 - test
+    except sqlite3.OperationalError:  # the table itself is still only in the log
+        return 0
+    finally:
+        conn.close()
+
+
+def test_checkpointer_runs_only_past_its_threshold_and_stops(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE t (x TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?)", [("x" * 1000,)] * 200)
+    checkpointer = Checkpointer(f"sqlite+aiosqlite:///{path}", threshold=100_000)
+    checkpointer.written(99_999)
+    assert checkpointer._thread is None  # below the threshold: no thread, no checkpoint
+    assert rows_in_file_alone(path, "t", tmp_path) == 0
+    checkpointer.written(1)
+    for _ in range(250):
+        if checkpointer.checkpoints:
+            break
+        time.sleep(0.02)
+    assert checkpointer.checkpoints == 1
+    assert rows_in_file_alone(path, "t", tmp_path) == 200
+    checkpointer.close()
+    assert checkpointer._thread is None
+    checkpointer.written(10**9)  # after close: nothing starts again
+    assert checkpointer._thread is None
+    conn.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_intake_writes_a_burst_once_per_delivery(tmp_path: Path) -> None:
+    async with postgres_database() as url:
+        settings = make_settings(tmp_path, GITHUB_API_URL="http://github.test", PLAN_CASCADE_DATABASE_URL=url)
+        runtime = build_runtime(settings, services=Services(settings=settings))
+        await runtime.db.migrate()
+        app = create_app(settings, runtime=runtime, start_workers=False, migrate=False)
+        try:
+            async with asgi_client(app) as client:
+                posts = [delivery(i) for i in range(30)] + [delivery(i) for i in range(0, 30, 3)]
+                answers = await asyncio.gather(
+                    *(client.post("/webhook", content=b, headers=h) for b, h in posts)
+                )
+            assert sorted(a.status_code for a in answers) == [200] * 10 + [202] * 30
+            assert await counts(runtime) == (30, 30)
+        finally:
+            await runtime.db.dispose()
