@@ -1,5 +1,5 @@
 """The port's calls for a repository's own CI (a part of `GitHubKitPort`): commit statuses,
-Actions job logs, re-running failed jobs, and turning a pull request back into a draft."""
+Actions job logs, re-running failed jobs, and a pull request's draft state."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ LOG_BYTES = 2_000_000
 DRAFT_MUTATION = """
 mutation($id: ID!) {
   convertPullRequestToDraft(input: {pullRequestId: $id}) { pullRequest { isDraft } }
+}
+"""
+READY_MUTATION = """
+mutation($id: ID!) {
+  markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } }
 }
 """
 
@@ -60,9 +65,20 @@ class ActionsCalls:
 
     async def convert_to_draft(self, repo: str, node_id: str) -> None:
         """Turn an open pull request back into a draft (GraphQL; REST cannot)."""
+        await self._draft_mutation(
+            DRAFT_MUTATION, node_id, f"turn pull request {node_id} in {repo} into a draft"
+        )
+
+    async def mark_ready_for_review(self, repo: str, node_id: str) -> None:
+        """Take an open draft pull request out of draft (GraphQL; REST cannot)."""
+        await self._draft_mutation(
+            READY_MUTATION, node_id, f"mark pull request {node_id} in {repo} ready for review"
+        )
+
+    async def _draft_mutation(self, mutation: str, node_id: str, doing: str) -> None:
         await self._pace()
         try:
-            await self._github.async_graphql(DRAFT_MUTATION, {"id": node_id})
+            await self._github.async_graphql(mutation, {"id": node_id})
         except GitHubException as exc:
-            error = translate(exc, f"turn pull request {node_id} in {repo} into a draft")
+            error = translate(exc, doing)
             raise error if isinstance(error, GitHubError) else GitHubError(str(exc)) from exc

@@ -194,6 +194,8 @@ class GitHubPublisher:
                     log.warning("could not label PR #%s: %s", pr.number, exc.message)
         else:
             await self.port.update_pull_request(self.repo, pr.number, title=title, body=body)
+            if pr.draft != draft and pr.node_id:
+                draft = await self._set_draft(pr.number, pr.node_id, draft=draft, was=pr.draft)
         if review is not None and review.checks:
             await self._post_review(run, batch, pr.number, review)
         await self._rollup(run, batch, outcome.head_sha, outcome.merged, integration, unmet=unmet)
@@ -208,6 +210,23 @@ class GitHubPublisher:
             }
         )
         return await run.update(lambda s: with_batch(s, updated), important=True)
+
+    async def _set_draft(self, number: int, node_id: str, *, draft: bool, was: bool) -> bool:
+        """Make an existing PR a draft or ready for review, as this publication says; what it is now.
+
+        A PR that a failed gate or an unmet criterion made a draft is ready again once a retry
+        passes, and the other way round. GitHub changes this only over GraphQL; if that fails, the
+        PR keeps its state (logged; the body and the roll-up check still say what is wrong).
+        """
+        try:
+            if draft:
+                await self.port.convert_to_draft(self.repo, node_id)
+            else:
+                await self.port.mark_ready_for_review(self.repo, node_id)
+        except GitHubError as exc:
+            log.warning("could not %s PR #%s: %s", "draft" if draft else "mark ready", number, exc.message)
+            return was
+        return draft
 
     async def _post_review(self, run: Run, batch: int, number: int, review: BatchReview) -> None:
         """The acceptance review as a pull request review, once per batch head."""

@@ -146,17 +146,22 @@ def actions_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Req
     ]
 
 
-def convert_to_draft(fake: FakeGitHub, variables: dict[str, Any]) -> Response:
-    """GraphQL `convertPullRequestToDraft(input: {pullRequestId})`."""
+def set_draft(fake: FakeGitHub, variables: dict[str, Any], *, draft: bool) -> Response:
+    """GraphQL `convertPullRequestToDraft` (draft) and `markPullRequestReadyForReview` (not draft),
+    each `(input: {pullRequestId})`. Like GitHub, neither works on a closed pull request, and
+    only a draft can be marked ready."""
+    field = "convertPullRequestToDraft" if draft else "markPullRequestReadyForReview"
     node_id = str((variables.get("input") or {}).get("pullRequestId") or variables.get("id") or "")
     for repo in fake.repos.values():
         for pull in repo.pulls.values():
             if f"PR_{repo.id}_{pull.number}" == node_id:
                 if repo.issues[pull.number].state != "open":
                     return JSONResponse({"data": None, "errors": [{"message": "Pull request is closed"}]})
-                pull.draft = True
-                return JSONResponse(
-                    {"data": {"convertPullRequestToDraft": {"pullRequest": {"isDraft": True}}}}
-                )
+                if not draft and not pull.draft:
+                    return JSONResponse(
+                        {"data": None, "errors": [{"message": "Pull request is not a draft"}]}
+                    )
+                pull.draft = draft
+                return JSONResponse({"data": {field: {"pullRequest": {"isDraft": draft}}}})
     message = f"Could not resolve to a node with the global id of '{node_id}'"
     return JSONResponse({"data": None, "errors": [{"type": "NOT_FOUND", "message": message}]})

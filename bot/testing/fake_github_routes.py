@@ -447,10 +447,10 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
     def graphql(request: Request, data: Any) -> Response:
         query = str((data or {}).get("query") or "")
         variables = (data or {}).get("variables") or {}
-        if "convertPullRequestToDraft" in query:
-            from bot.testing.fake_github_actions import convert_to_draft
+        if "convertPullRequestToDraft" in query or "markPullRequestReadyForReview" in query:
+            from bot.testing.fake_github_actions import set_draft
 
-            return convert_to_draft(fake, variables)
+            return set_draft(fake, variables, draft="convertPullRequestToDraft" in query)
         if "userContentEdits" not in query:
             return JSONResponse({"errors": [{"message": "FakeGitHub serves only the comment-edits query"}]})
         node_id = str(variables.get("id") or "")

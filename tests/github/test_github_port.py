@@ -257,3 +257,25 @@ async def test_list_tree_lists_the_files_at_a_ref() -> None:
     fake.set_file("o/r", "src/app.py", "print(1)\n")
     port = token_port("ghs_x", base_url=fake.api_url, transport=fake.transport())
     assert await port.list_tree("o/r", "main") == ["README.md", "src/app.py"]
+
+
+async def test_draft_state_changes_over_graphql_as_github_allows(
+    port: GitHubKitPort, fake: FakeGitHub
+) -> None:
+    for branch in ("trunk", "cascade/2-draft"):
+        fake.add_branch(REPO, branch)
+    pr = await port.create_pull_request(
+        REPO, title="Draft", body="Part of plan", head="cascade/2-draft", base="trunk", draft=True
+    )
+    assert pr.node_id
+    await port.mark_ready_for_review(REPO, pr.node_id)
+    assert not fake.repo(REPO).pulls[pr.number].draft
+    with pytest.raises(GitHubError, match="not a draft"):
+        await port.mark_ready_for_review(REPO, pr.node_id)
+    await port.convert_to_draft(REPO, pr.node_id)
+    assert fake.repo(REPO).pulls[pr.number].draft
+    with pytest.raises(GitHubError, match="Could not resolve"):
+        await port.mark_ready_for_review(REPO, "PR_unknown")
+    fake.merge_pull(REPO, pr.number)
+    with pytest.raises(GitHubError, match="closed"):
+        await port.mark_ready_for_review(REPO, pr.node_id)
