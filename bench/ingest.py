@@ -5,10 +5,10 @@
 The load comes from `wrk` (Debian package `wrk`) when it is installed, else from an httpx
 client in this process (which then limits what can be measured). Starts
 `plan-cascade serve --no-workers` (SQLite in a temporary data dir) and, for comparison, a
-bare FastAPI endpoint that only reads the body, both under uvicorn in their own processes. Prints p50/p99 answer
-latency and throughput for both, then "lost" and "duplicated" computed from the
-database (every delivery id must have exactly one delivery row and one job). One
-delivery in 20 is sent twice, as a GitHub redelivery would be.
+bare FastAPI endpoint that only reads the body, both under uvicorn in their own processes.
+Prints p50/p99 answer latency and throughput for both, then "lost" and "duplicated"
+computed from the database (every delivery id must have exactly one delivery row and one
+job). One delivery in 20 is sent twice, as a GitHub redelivery would be.
 """
 
 from __future__ import annotations
