@@ -227,7 +227,18 @@ class FakeGitHub:
         return pull
 
     def merge_pull(self, repo: str, number: int) -> None:
+        """A maintainer merges the PR: with a git directory, its base branch gets the merge commit."""
         fake = self.repos[repo]
+        pull = fake.pulls[number]
+        git_dir = fake.git_dir
+        if git_dir is not None and pull.head_repo is None and g.branch_sha(git_dir, pull.base_ref):
+            message = f"Merge pull request #{number} from {pull.head_ref}"
+            sha = g.merge_into(git_dir, pull.base_ref, pull.head_ref, message)
+            if sha is None:
+                raise ValueError(f"pull request #{number} conflicts with {pull.base_ref}: not mergeable")
+            fake.known_commits.add(sha)
+            if pull.base_ref in fake.branches:
+                fake.branches[pull.base_ref] = sha
         fake.pulls[number].merged, fake.pulls[number].merged_at = True, m.now_iso()
         fake.issues[number].state, fake.issues[number].closed_at = "closed", m.now_iso()
 

@@ -43,14 +43,45 @@ class GitCommit:
     message: str
 
 
-def _git(git_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _git(git_dir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["git", "--git-dir", str(git_dir), *args],
         capture_output=True,
         text=True,
         check=False,
-        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"},
+        env={
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": "/nonexistent",
+            **(env or {}),
+        },
     )
+
+
+def merge_into(git_dir: Path, base: str, head: str, message: str) -> str | None:
+    """What GitHub's merge button does: a merge commit of `head` on branch `base`, which moves.
+
+    None when the two conflict (GitHub then refuses the merge). Needs git 2.38 (`merge-tree
+    --write-tree`), so the bare repository never needs a work tree.
+    """
+    base_sha, head_sha = branch_sha(git_dir, base), resolve(git_dir, head)
+    if base_sha is None or head_sha is None:
+        return None
+    tree = _git(git_dir, "merge-tree", "--write-tree", base_sha, head_sha)
+    if tree.returncode != 0:
+        return None
+    who = {"GIT_AUTHOR_NAME": "GitHub", "GIT_AUTHOR_EMAIL": "noreply@github.com"}
+    who |= {"GIT_COMMITTER_NAME": "GitHub", "GIT_COMMITTER_EMAIL": "noreply@github.com"}
+    commit = _git(
+        git_dir, "commit-tree", tree.stdout.split()[0], "-p", base_sha, "-p", head_sha, "-m", message, env=who
+    )
+    if commit.returncode != 0:
+        raise RuntimeError(commit.stderr)
+    sha = commit.stdout.strip()
+    moved = _git(git_dir, "update-ref", f"refs/heads/{base}", sha, base_sha)
+    if moved.returncode != 0:
+        raise RuntimeError(moved.stderr)
+    return sha
 
 
 def resolve(git_dir: Path, ref: str) -> str | None:

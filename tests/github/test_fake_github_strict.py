@@ -153,3 +153,30 @@ async def test_comment_edit_history_through_graphql(fake: FakeGitHub, client: ht
     node = (await client.post("/graphql", json=body)).json()["data"]["node"]
     assert [n["editor"]["login"] for n in node["userContentEdits"]["nodes"]] == ["mallory"]
     assert node["editor"] == {"login": "mallory"}
+
+
+def test_merging_a_pull_request_moves_its_base_branch_like_the_merge_button(
+    fake: FakeGitHub, remote: Path, tmp_path: Path
+) -> None:
+    head = push_branch(tmp_path, remote, "feature", {"feature.txt": "new\n"}, "dev@example.com")
+    before = git("rev-parse", "main", cwd=remote).strip()
+    pull = fake.add_pull(REPO, head="feature", base="main")
+    fake.merge_pull(REPO, pull.number)
+    after = git("rev-parse", "main", cwd=remote).strip()
+    assert git("rev-parse", "main^1", "main^2", cwd=remote).split() == [before, head]
+    assert fake.branch_head(REPO, "main") == after
+    assert "feature.txt" in git("ls-tree", "--name-only", "main", cwd=remote)
+    assert fake.repo(REPO).pulls[pull.number].merged
+
+
+def test_a_conflicting_pull_request_cannot_be_merged(fake: FakeGitHub, remote: Path, tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    push_branch(tmp_path / "a", remote, "left", {"README.md": "left\n"}, "dev@example.com")
+    push_branch(tmp_path / "b", remote, "right", {"README.md": "right\n"}, "dev@example.com")
+    first = fake.add_pull(REPO, head="left", base="main")
+    fake.merge_pull(REPO, first.number)
+    second = fake.add_pull(REPO, head="right", base="main")
+    with pytest.raises(ValueError, match="not mergeable"):
+        fake.merge_pull(REPO, second.number)
+    assert not fake.repo(REPO).pulls[second.number].merged
