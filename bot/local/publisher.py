@@ -18,6 +18,7 @@ from bot.errors import WorkspaceError
 from bot.gates.report import conclusion
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch
+from bot.publishing.acceptance import merge_and_review
 from bot.publishing.batch import merge_batch
 from bot.state import BatchState, PlanState, with_batch
 from bot.workspace.git import GitResult, git_env, run_git
@@ -146,7 +147,13 @@ class LocalPublisher:
         if await self._up_to_date(run, batch, record, story_ids):
             head, integration = record.head_sha, record.gates
         else:
-            outcome = await merge_batch(run, batch, story_ids)
+            if run.review_llm is not None:  # the same acceptance review a batch PR gets
+                outcome, review = await merge_and_review(run, batch, story_ids)
+                if review is not None and review.error:
+                    note = f"batch {batch}: acceptance criteria not reviewed ({review.error})"
+                    await run.reporter.message(note)
+            else:
+                outcome = await merge_batch(run, batch, story_ids)
             if not outcome.merged:
                 return run.state
             head = outcome.head_sha

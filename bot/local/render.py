@@ -154,6 +154,7 @@ def summary_lines(record: LocalRun, *, notes: Sequence[str] = ()) -> list[Text]:
             lines.append(
                 Text(f"  {story.id} {st.status.value}: {st.reason}", style=STATUS_STYLE[st.status][1])
             )
+    lines += acceptance_lines(state)
     branches = [(b.number, b.branch) for b in state.batches if b.branch and not b.hands_off]
     if branches:
         lines.append(Text(f"Branches created in {record.repo}:"))
@@ -169,6 +170,20 @@ def summary_lines(record: LocalRun, *, notes: Sequence[str] = ()) -> list[Text]:
     lines += [Text(f"note: {n}", style="yellow") for n in notes]
     if not record.finished:
         lines.append(Text(f"Resume with: plan-cascade resume {record.id} --repo {record.repo}"))
+    return lines
+
+
+def acceptance_lines(state: PlanState) -> list[Text]:
+    """What the acceptance reviews found: a count, then every criterion not met, with why."""
+    verdicts = [(sid, n, c) for sid, st in state.stories.items() for n, c in enumerate(st.acceptance, 1)]
+    if not verdicts:
+        return []
+    met = sum(c.verdict == "met" for _, _, c in verdicts)
+    lines = [Text(f"acceptance review: {met} of {len(verdicts)} criteria met (${state.review_cost_usd:.2f})")]
+    for sid, n, check in verdicts:
+        if check.verdict == "not_met":
+            why = f": {check.evidence}" if check.evidence else ""
+            lines.append(Text(f"  {sid} criterion {n} not met{why}", style="red"))
     return lines
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import hashlib
+import logging
 import os
 import signal
 from collections.abc import Callable
@@ -47,6 +48,8 @@ from bot.workspace.reaper import ProcessRegistry
 
 LLMFor = Callable[[RepoConfig | None, str | None], Any]
 INTERRUPTED = 130
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -179,6 +182,17 @@ def _user() -> str:
         return "local"
 
 
+def review_llm(config: RepoConfig, ctx: LocalContext) -> Any:
+    """The model of the acceptance review of each batch, or None (no model: no review)."""
+    if ctx.llm_for is None or not config.publishing.acceptance_review:
+        return None
+    try:
+        return ctx.llm_for(config, None)
+    except Exception as exc:  # no key configured: the batches are merged without a review
+        log.info("no model for acceptance reviews: %s", exc)
+        return None
+
+
 def registry_for(config: RepoConfig, ctx: LocalContext) -> Any:
     """Agents by name; `builtin` gets the configured LLM when there is one."""
     from bot.agent.registry import AgentRegistry
@@ -306,6 +320,7 @@ async def drive(record: LocalRun, *, config: RepoConfig, store: RunStore, ctx: L
         tool_path=record.tool_path,
         clock=ctx.clock,
         sandbox=replace(ctx.sandbox, registry=registry),
+        review_llm=review_llm(config, ctx),
     )
     interrupted = False
     with _cancel_on_sigterm(), reporter.showing():
