@@ -136,7 +136,8 @@ def _config(args: argparse.Namespace) -> int:
 
 @command("plan")
 def _plan(args: argparse.Namespace) -> int:
-    from bot.local.runner import load_config, plan_description
+    from bot.local.planning import plan_description
+    from bot.local.runner import load_config
     from bot.plan import prd_to_yaml
 
     ctx = _context(args, interactive=False)

@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import logging
 
-from bot.agent.readonly import GitTree, ReadOnlyLimits
+from bot.agent.readonly import GitTree
 from bot.errors import ConfigurationError, GitHubError, LLMError, WorkspaceError
 from bot.github.models import Issue
 from bot.handlers.session import Session
-from bot.llm import LLM, Usage
+from bot.llm import LLM
 from bot.permissions import is_bot
 from bot.plan import PRD, prd_to_yaml
 from bot.planning.context import IssueContext, RepoContext, build_context
-from bot.planning.exploration import Exploration, check_intent, explore, looked_at_markdown, planner_notes
-from bot.planning.planner import PlanningResult, plan_issue
+from bot.planning.exploration import (
+    Exploration,
+    check_intent,
+    exploration_limits,
+    explore,
+    plan_explored,
+)
+from bot.planning.planner import PlanningResult
 
 log = logging.getLogger(__name__)
 README_NAMES = ("README.md", "README.rst", "README")
@@ -70,24 +76,8 @@ async def plan_with_llm(
     )
     if triage and explored is not None:
         check_intent(explored)
-    result = await plan_issue(
-        llm=llm,
-        issue=context,
-        repo=repo,
-        max_stories=config.limits.max_stories,
-        multi_perspective=config.llm.multi_perspective,
-        planning_llms=planners,
-        quality_review=config.llm.quality_review,
-        explored=planner_notes(explored) if explored is not None else "",
-    )
-    if explored is None:
-        return result
-    return result.model_copy(
-        update={
-            "looked_at": looked_at_markdown(explored),
-            "cost_usd": result.cost_usd + explored.cost_usd,
-            "usage": result.usage + Usage(input_tokens=explored.tokens),
-        }
+    return await plan_explored(
+        config, llm=llm, planners=planners, issue=context, repo=repo, explored=explored
     )
 
 
@@ -104,12 +94,7 @@ async def explore_code(
     except (WorkspaceError, GitHubError) as exc:
         log.warning("no exploration before planning: %s", exc.message)
         return Exploration(error=f"the repository could not be read ({exc.message})")
-    limits = ReadOnlyLimits(
-        max_steps=config.llm.exploration_max_steps,
-        max_cost_usd=config.llm.exploration_max_cost_usd,
-        max_seconds=300,
-    )
-    return await explore(llm, tree, context=context, limits=limits, triage=triage)
+    return await explore(llm, tree, context=context, limits=exploration_limits(config), triage=triage)
 
 
 async def default_head(session: Session) -> GitTree:

@@ -27,6 +27,7 @@ from rich.console import Console
 from bot.db.queue import utcnow
 from bot.errors import AgentError, PlanValidationError, RepoConfigError, StateError, WorkspaceError
 from bot.local import publisher as repo_git
+from bot.local.planning import plan_description
 from bot.local.publisher import LocalPublisher
 from bot.local.render import plan_view, summary_lines
 from bot.local.reporter import LocalReporter
@@ -351,41 +352,3 @@ class _cancel_on_sigterm:
     def __exit__(self, *exc: object) -> None:
         if self.installed:
             self.loop.remove_signal_handler(signal.SIGTERM)
-
-
-# -- planning with the LLM ------------------------------------------------------------
-async def plan_description(root: Path, description: str, *, config: RepoConfig, ctx: LocalContext) -> Any:
-    """Plan `description` for the repository at HEAD with the configured LLM (a PlanningResult)."""
-    from bot.handlers.llm_planning import MANIFESTS, README_NAMES
-    from bot.planning import IssueContext, RepoContext, plan_issue
-
-    if not description.strip():
-        raise PlanValidationError(
-            'nothing to plan: give a description ("add a --verbose flag") or --prd FILE'
-        )
-    if ctx.llm_for is None:
-        raise StateError("no LLM is configured: set PLAN_CASCADE_LLM_PROVIDER and its API key, or pass --prd")
-    llm = ctx.llm_for(config, None)
-    planners = [ctx.llm_for(config, m) for m in config.llm.planning_models]
-    readme = None
-    for name in README_NAMES:
-        readme = await repo_git.file_at_head(root, name)
-        if readme:
-            break
-    manifests = {}
-    for name in MANIFESTS:
-        text = await repo_git.file_at_head(root, name)
-        if text:
-            manifests[name] = text[:8000]
-    tree = (await repo_git.user_git(root, "ls-tree", "-r", "--name-only", "HEAD")).stdout.splitlines()
-    title, _, body = description.strip().partition("\n")
-    issue = IssueContext(repo=f"local/{root.name}", number=0, title=title[:200], body=body or description)
-    return await plan_issue(
-        llm=llm,
-        issue=issue,
-        repo=RepoContext(readme=readme, file_tree=tree[:5000], manifests=manifests),
-        max_stories=config.limits.max_stories,
-        multi_perspective=config.llm.multi_perspective,
-        planning_llms=planners,
-        quality_review=config.llm.quality_review,
-    )

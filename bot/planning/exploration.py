@@ -17,8 +17,11 @@ from pydantic import BaseModel, Field
 
 from bot.agent.readonly import GitTree, ReadOnlyLimits, Unfinished, investigate
 from bot.agent.toolspecs import ReadArgs
-from bot.llm import LLM
+from bot.llm import LLM, Usage
+from bot.planning.context import IssueContext, RepoContext
+from bot.planning.planner import PlanningResult, plan_issue
 from bot.planning.sanitize import fence_untrusted
+from bot.repoconfig import RepoConfig
 
 log = logging.getLogger(__name__)
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "CONTRIBUTING.md", ".github/copilot-instructions.md")
@@ -174,6 +177,51 @@ async def explore(
             if not text.startswith("error:"):
                 result.excerpts[item.path] = text[:EXCERPT_CHARS]
     return result
+
+
+def exploration_limits(config: RepoConfig) -> ReadOnlyLimits:
+    """`llm.exploration_max_steps` and `llm.exploration_max_cost_usd`, and five minutes."""
+    return ReadOnlyLimits(
+        max_steps=config.llm.exploration_max_steps,
+        max_cost_usd=config.llm.exploration_max_cost_usd,
+        max_seconds=300,
+    )
+
+
+async def plan_explored(
+    config: RepoConfig,
+    *,
+    llm: LLM,
+    planners: list[LLM],
+    issue: IssueContext,
+    repo: RepoContext,
+    explored: Exploration | None,
+) -> PlanningResult:
+    """Plan with the repository's planning settings and what exploring found (if it ran)."""
+    result = await plan_issue(
+        llm=llm,
+        issue=issue,
+        repo=repo,
+        max_stories=config.limits.max_stories,
+        multi_perspective=config.llm.multi_perspective,
+        planning_llms=planners,
+        quality_review=config.llm.quality_review,
+        explored=planner_notes(explored) if explored is not None else "",
+    )
+    return with_exploration(result, explored)
+
+
+def with_exploration(result: PlanningResult, explored: Exploration | None) -> PlanningResult:
+    """The plan with what exploring cost and "What I looked at" (planning cost, in the budget)."""
+    if explored is None:
+        return result
+    return result.model_copy(
+        update={
+            "looked_at": looked_at_markdown(explored),
+            "cost_usd": result.cost_usd + explored.cost_usd,
+            "usage": result.usage + Usage(input_tokens=explored.tokens),
+        }
+    )
 
 
 def planner_notes(result: Exploration) -> str:

@@ -85,7 +85,7 @@ async def test_the_reporter_saves_every_change_and_prints_plain_lines_off_a_term
 async def test_run_with_a_description_plans_with_the_llm(tmp_path: Path) -> None:
     script = agent_script(tmp_path, "agent.sh", WRITE_DONE)
     config = script_config(script) + "llm:\n  quality_review: false\n  multi_perspective: never\n"
-    config += "publishing:\n  acceptance_review: false\n"  # off: the plan is the only model call
+    config += "  exploration: false\npublishing:\n  acceptance_review: false\n"  # the plan: the only call
     repo = make_user_repo(tmp_path, config=config)
     verify = {"verification": "grep -qx done story-001.txt"}
     llm = ScriptedLLM([answer(prd_dict(story(1, **verify), title="Write a file"))])
