@@ -35,6 +35,7 @@ from bot.testing import fake_github_json as j
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
 from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_body
+from bot.testing.fake_github_pulls import pull_routes
 from bot.testing.fake_github_reviews import review_routes
 from bot.testing.fake_github_routes import route_table
 
@@ -384,7 +385,12 @@ class FakeGitHub:
     def _routes(self) -> list[BaseRoute]:
         return [
             Route(path, self._wrap(handler), methods=methods)
-            for path, methods, handler in [*route_table(self), *review_routes(self), *actions_routes(self)]
+            for path, methods, handler in [
+                *route_table(self),
+                *pull_routes(self),
+                *review_routes(self),
+                *actions_routes(self),
+            ]
         ]
 
 

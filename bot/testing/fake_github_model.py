@@ -220,3 +220,18 @@ def encode_content(text: str) -> str:
     """Base64 the way the contents API does: 60-character lines."""
     encoded = base64.b64encode(text.encode()).decode()
     return "\n".join(encoded[i : i + 60] for i in range(0, len(encoded), 60)) + "\n"
+
+
+def invalid(resource: str, field: str, code: str = "invalid") -> HttpError:
+    return HttpError(422, "Validation Failed", [{"resource": resource, "field": field, "code": code}])
+
+
+def require_text(data: Any, key: str, resource: str, *, required: bool = True) -> str | None:
+    value = (data or {}).get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value):
+        raise invalid(resource, key, "missing_field")
+    if len(value) > MAX_BODY:
+        raise invalid(resource, key, "custom")
+    return value

@@ -1,4 +1,5 @@
-"""The REST endpoints FakeGitHub serves: `(path, methods, handler)` rows over its state.
+"""The REST endpoints FakeGitHub serves: `(path, methods, handler)` rows over its state
+(pull requests: `fake_github_pulls`, reviews: `fake_github_reviews`, Actions: `fake_github_actions`).
 
 Handlers are synchronous functions of (request, parsed JSON body) that read and change
 the fake's records and answer like GitHub does, including its 404/422 error shapes.
@@ -25,12 +26,13 @@ from bot.testing.fake_github_model import (
     FakeCheckRun,
     FakeComment,
     FakeIssue,
-    FakePull,
     FakeReaction,
     FakeRepo,
     HttpError,
     encode_content,
+    invalid,
     now_iso,
+    require_text,
     sha_of,
 )
 
@@ -39,21 +41,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[[Request, Any], Response]
 REPO = "/repos/{owner}/{repo}"
-
-
-def _invalid(resource: str, field: str, code: str = "invalid") -> HttpError:
-    return HttpError(422, "Validation Failed", [{"resource": resource, "field": field, "code": code}])
-
-
-def _require_text(data: Any, key: str, resource: str, *, required: bool = True) -> str | None:
-    value = (data or {}).get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or (required and not value):
-        raise _invalid(resource, key, "missing_field")
-    if len(value) > MAX_BODY:
-        raise _invalid(resource, key, "custom")
-    return value
 
 
 def _etag(payload: list[dict[str, Any]]) -> str:
@@ -75,13 +62,6 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
             raise HttpError(404, "Not Found")
         return repo, issue
 
-    def pull_of(request: Request) -> tuple[FakeRepo, FakePull]:
-        repo = fake._repo(request)
-        pull = repo.pulls.get(request.path_params["number"])
-        if pull is None:
-            raise HttpError(404, "Not Found")
-        return repo, pull
-
     def comment_of(request: Request) -> tuple[FakeRepo, FakeComment]:
         repo = fake._repo(request)
         comment = repo.comments.get(request.path_params["comment_id"])
@@ -89,33 +69,10 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
             raise HttpError(404, "Not Found")
         return repo, comment
 
-    def pull_body(repo: FakeRepo, pull: FakePull) -> dict[str, Any]:
-        users = {login: fake._user(login) for login in {repo.owner, repo.issues[pull.number].user}}
-        users.update({login: fake._user(login) for login in pull.requested_reviewers})
-        issue = repo.issues[pull.number]
-        if pull.head_repo is None and issue.state == "open":
-            pull.head_sha = fake.branch_head(repo.full_name, pull.head_ref) or pull.head_sha
-        head_data = repo_data(repo)
-        if pull.head_repo is not None:
-            owner, name = pull.head_repo.split("/")
-            fork = fake.repos.get(pull.head_repo) or FakeRepo(repo.id + 7, owner, name)
-            head_data = {**repo_data(fork), "fork": True}
-            users.setdefault(owner, fake._user(owner))
-        return j.pull_json(
-            urls,
-            repo,
-            pull,
-            issue=issue,
-            users=users,
-            repo_data=repo_data(repo),
-            head_repo_data=head_data,
-            base_sha=fake.branch_head(repo.full_name, pull.base_ref) or "0" * 40,
-        )
-
     def reaction(reactions: list[FakeReaction], data: Any) -> Response:
         content = (data or {}).get("content")
         if content not in REACTIONS:
-            raise _invalid("Reaction", "content")
+            raise invalid("Reaction", "content")
         for existing in reactions:  # GitHub answers 200 with the existing reaction
             if existing.user == fake.actor and existing.content == content:
                 return JSONResponse(j.reaction_json(existing, fake._user(existing.user)))
@@ -200,8 +157,8 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def create_issue(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
-        title = _require_text(data, "title", "Issue")
-        body = _require_text(data, "body", "Issue", required=False)
+        title = require_text(data, "title", "Issue")
+        body = require_text(data, "body", "Issue", required=False)
         labels = [str(name) for name in (data or {}).get("labels") or []]
         issue = fake.add_issue(
             repo.full_name, title=title or "", body=body or "", user=fake.actor, labels=labels
@@ -230,14 +187,14 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def create_comment(request: Request, data: Any) -> Response:
         repo, issue = issue_of(request)
-        body = _require_text(data, "body", "IssueComment") or ""
+        body = require_text(data, "body", "IssueComment") or ""
         comment = fake.add_comment(repo.full_name, issue.number, body=body, user=fake.actor)
         return JSONResponse(j.comment_json(urls, repo, comment, fake._user(comment.user)), 201)
 
     def comment(request: Request, data: Any) -> Response:
         repo, found = comment_of(request)
         if request.method == "PATCH":
-            found.body = _require_text(data, "body", "IssueComment") or ""
+            found.body = require_text(data, "body", "IssueComment") or ""
             found.updated_at = now_iso()
             found.edits.append((fake.actor, found.updated_at))
         return JSONResponse(j.comment_json(urls, repo, found, fake._user(found.user)))
@@ -270,9 +227,9 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
             output = data["output"] or {}
             for key in ("summary", "text"):
                 if len(output.get(key) or "") > MAX_BODY - 1:
-                    raise _invalid("CheckRun", f"output.{key}", "custom")
+                    raise invalid("CheckRun", f"output.{key}", "custom")
             if len(output.get("annotations") or []) > 50:
-                raise _invalid("CheckRun", "output.annotations", "custom")
+                raise invalid("CheckRun", "output.annotations", "custom")
             run.output = dict(output)
         if run.conclusion is not None:
             run.status = "completed"
@@ -280,8 +237,8 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def create_check_run(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
-        name = _require_text(data, "name", "CheckRun") or ""
-        head_sha = _require_text(data, "head_sha", "CheckRun") or ""
+        name = require_text(data, "name", "CheckRun") or ""
+        head_sha = require_text(data, "head_sha", "CheckRun") or ""
         if not fake.has_commit(repo.full_name, head_sha):
             raise HttpError(422, f"No commit found for SHA: {head_sha}")
         run = FakeCheckRun(next(fake._ids), name, head_sha)
@@ -312,138 +269,6 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         }
         return JSONResponse(body, headers=headers)
 
-    # ----- pull requests ---------------------------------------------------------------------
-    def pulls(request: Request, data: Any) -> Response:
-        repo = fake._repo(request)
-        if request.method == "POST":
-            return create_pull(repo, data or {})
-        state = request.query_params.get("state", "open")
-        owner, _, branch = request.query_params.get("head", "").rpartition(":")
-        chosen = [
-            pull
-            for pull in sorted(repo.pulls.values(), key=lambda p: -p.number)
-            if state in ("all", repo.issues[pull.number].state)
-            and (not branch or (pull.head_ref == branch and owner in ("", repo.owner)))
-        ]
-        return fake._page(request, [pull_body(repo, pull) for pull in chosen])
-
-    def create_pull(repo: FakeRepo, data: dict[str, Any]) -> Response:
-        title = _require_text(data, "title", "PullRequest") or ""
-        body = _require_text(data, "body", "PullRequest", required=False)
-        head = (_require_text(data, "head", "PullRequest") or "").rpartition(":")[2]
-        base = _require_text(data, "base", "PullRequest") or ""
-        if head == base:
-            raise _invalid("PullRequest", "base")
-        head_sha = fake.branch_head(repo.full_name, head)
-        base_sha = fake.branch_head(repo.full_name, base)
-        if head_sha is None:
-            raise _invalid("PullRequest", "head")
-        if base_sha is None:
-            raise _invalid("PullRequest", "base")
-        git_dir = repo.git_dir
-        ahead = (
-            g.commits_between(git_dir, base_sha, head_sha) if git_dir is not None else head_sha != base_sha
-        )
-        if not ahead:
-            raise HttpError(
-                422,
-                "Validation Failed",
-                [
-                    {
-                        "resource": "PullRequest",
-                        "code": "custom",
-                        "message": f"No commits between {base} and {head}",
-                    }
-                ],
-            )
-        for pull in repo.pulls.values():
-            if pull.head_ref == head and pull.base_ref == base and repo.issues[pull.number].state == "open":
-                message = f"A pull request already exists for {repo.owner}:{head}."
-                raise HttpError(
-                    422,
-                    "Validation Failed",
-                    [{"resource": "PullRequest", "code": "custom", "message": message}],
-                )
-        pull = fake.add_pull(
-            repo.full_name, head=head, base=base, title=title, body=body or "", head_sha=head_sha
-        )
-        repo.issues[pull.number].body = body
-        pull.draft = bool(data.get("draft"))
-        return JSONResponse(pull_body(repo, pull), 201)
-
-    def pull(request: Request, data: Any) -> Response:
-        repo, found = pull_of(request)
-        if request.method == "PATCH":
-            issue = repo.issues[found.number]
-            data = data or {}
-            if "title" in data:
-                issue.title = _require_text(data, "title", "PullRequest") or ""
-            if "body" in data:
-                issue.body = _require_text(data, "body", "PullRequest", required=False)
-            if "base" in data:
-                found.base_ref = str(data["base"])
-            if data.get("state") in ("open", "closed"):
-                issue.state = data["state"]
-                issue.closed_at = now_iso() if issue.state == "closed" else None
-            issue.updated_at = now_iso()
-        return JSONResponse(pull_body(repo, found))
-
-    def request_reviewers(request: Request, data: Any) -> Response:
-        repo, found = pull_of(request)
-        data = data or {}
-        found.requested_reviewers += [
-            r for r in data.get("reviewers", []) if r not in found.requested_reviewers
-        ]
-        found.requested_teams += [t for t in data.get("team_reviewers", []) if t not in found.requested_teams]
-        return JSONResponse(pull_body(repo, found), 201)
-
-    def review_comments(request: Request, data: Any) -> Response:
-        repo, found = pull_of(request)
-        review_id = request.path_params["review_id"]
-        chosen = [
-            c for c in repo.review_comments if c.pull_number == found.number and c.review_id == review_id
-        ]
-        return fake._page(request, [j.review_comment_json(urls, repo, c, fake._user(c.user)) for c in chosen])
-
-    def commit_json(repo: FakeRepo, commit: g.GitCommit) -> dict[str, Any]:
-        def person(email: str) -> dict[str, Any] | None:
-            login = fake.email_logins.get(email.lower()) or g.noreply_login(email)
-            return fake._user(login) if login else None
-
-        api = f"{urls.api}/repos/{repo.full_name}"
-        return {
-            "sha": commit.sha,
-            "node_id": f"C_{commit.sha[:12]}",
-            "url": f"{api}/commits/{commit.sha}",
-            "html_url": f"{urls.html}/{repo.full_name}/commit/{commit.sha}",
-            "commit": {
-                "author": {
-                    "name": commit.author_name,
-                    "email": commit.author_email,
-                    "date": commit.author_date,
-                },
-                "committer": {
-                    "name": commit.committer_name,
-                    "email": commit.committer_email,
-                    "date": commit.committer_date,
-                },
-                "message": commit.message,
-            },
-            "author": person(commit.author_email),
-            "committer": person(commit.committer_email),
-            "parents": [{"sha": p, "url": f"{api}/commits/{p}"} for p in commit.parents],
-        }
-
-    def pull_commits(request: Request, data: Any) -> Response:
-        repo, found = pull_of(request)
-        git_dir = repo.git_dir
-        if git_dir is None or found.head_repo is not None:
-            return fake._page(request, list(found.commits))
-        head = fake.branch_head(repo.full_name, found.head_ref) or found.head_sha
-        base = fake.branch_head(repo.full_name, found.base_ref) or found.base_ref
-        commits = [commit_json(repo, c) for c in g.commits_between(git_dir, base, head)]
-        return fake._page(request, commits)
-
     def graphql(request: Request, data: Any) -> Response:
         query = str((data or {}).get("query") or "")
         variables = (data or {}).get("variables") or {}
@@ -472,7 +297,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def dispatch(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
-        ref = _require_text(data, "ref", "Workflow") or ""
+        ref = require_text(data, "ref", "Workflow") or ""
         inputs = (data or {}).get("inputs") or {}
         repo.dispatches.append(
             {"workflow_id": request.path_params["workflow_id"], "ref": ref, "inputs": inputs}
@@ -499,10 +324,5 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         (f"{REPO}/check-runs", ["POST"], create_check_run),
         (f"{REPO}/check-runs/{{check_run_id:int}}", ["GET", "PATCH"], check_run),
         (f"{REPO}/commits/{{ref:path}}/check-runs", ["GET"], list_check_runs),
-        (f"{REPO}/pulls", ["GET", "POST"], pulls),
-        (f"{REPO}/pulls/{{number:int}}", ["GET", "PATCH"], pull),
-        (f"{REPO}/pulls/{{number:int}}/requested_reviewers", ["POST"], request_reviewers),
-        (f"{REPO}/pulls/{{number:int}}/commits", ["GET"], pull_commits),
-        (f"{REPO}/pulls/{{number:int}}/reviews/{{review_id:int}}/comments", ["GET"], review_comments),
         (f"{REPO}/actions/workflows/{{workflow_id}}/dispatches", ["POST"], dispatch),
     ]

@@ -1,0 +1,196 @@
+"""The pull request endpoints FakeGitHub serves: list, create (refusing what GitHub refuses:
+a missing branch, no new commits, a duplicate), get, edit, reviewers, commits and review comments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from bot.testing import fake_github_git as g
+from bot.testing import fake_github_json as j
+from bot.testing.fake_github_model import FakePull, FakeRepo, HttpError, invalid, now_iso, require_text
+
+if TYPE_CHECKING:
+    from bot.testing.fake_github import FakeGitHub
+
+REPO = "/repos/{owner}/{repo}"
+
+
+def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Request, Any], Response]]]:
+    """The pull request endpoints of `fake`, as (Starlette path, methods, handler)."""
+    urls = fake.urls
+
+    def repo_data(repo: FakeRepo) -> dict[str, Any]:
+        return j.repo_json(urls, repo, fake._user(repo.owner))
+
+    def pull_of(request: Request) -> tuple[FakeRepo, FakePull]:
+        repo = fake._repo(request)
+        pull = repo.pulls.get(request.path_params["number"])
+        if pull is None:
+            raise HttpError(404, "Not Found")
+        return repo, pull
+
+    def pull_body(repo: FakeRepo, pull: FakePull) -> dict[str, Any]:
+        users = {login: fake._user(login) for login in {repo.owner, repo.issues[pull.number].user}}
+        users.update({login: fake._user(login) for login in pull.requested_reviewers})
+        issue = repo.issues[pull.number]
+        if pull.head_repo is None and issue.state == "open":
+            pull.head_sha = fake.branch_head(repo.full_name, pull.head_ref) or pull.head_sha
+        head_data = repo_data(repo)
+        if pull.head_repo is not None:
+            owner, name = pull.head_repo.split("/")
+            fork = fake.repos.get(pull.head_repo) or FakeRepo(repo.id + 7, owner, name)
+            head_data = {**repo_data(fork), "fork": True}
+            users.setdefault(owner, fake._user(owner))
+        return j.pull_json(
+            urls,
+            repo,
+            pull,
+            issue=issue,
+            users=users,
+            repo_data=repo_data(repo),
+            head_repo_data=head_data,
+            base_sha=fake.branch_head(repo.full_name, pull.base_ref) or "0" * 40,
+        )
+
+    def pulls(request: Request, data: Any) -> Response:
+        repo = fake._repo(request)
+        if request.method == "POST":
+            return create_pull(repo, data or {})
+        state = request.query_params.get("state", "open")
+        owner, _, branch = request.query_params.get("head", "").rpartition(":")
+        chosen = [
+            pull
+            for pull in sorted(repo.pulls.values(), key=lambda p: -p.number)
+            if state in ("all", repo.issues[pull.number].state)
+            and (not branch or (pull.head_ref == branch and owner in ("", repo.owner)))
+        ]
+        return fake._page(request, [pull_body(repo, pull) for pull in chosen])
+
+    def create_pull(repo: FakeRepo, data: dict[str, Any]) -> Response:
+        title = require_text(data, "title", "PullRequest") or ""
+        body = require_text(data, "body", "PullRequest", required=False)
+        head = (require_text(data, "head", "PullRequest") or "").rpartition(":")[2]
+        base = require_text(data, "base", "PullRequest") or ""
+        if head == base:
+            raise invalid("PullRequest", "base")
+        head_sha = fake.branch_head(repo.full_name, head)
+        base_sha = fake.branch_head(repo.full_name, base)
+        if head_sha is None:
+            raise invalid("PullRequest", "head")
+        if base_sha is None:
+            raise invalid("PullRequest", "base")
+        git_dir = repo.git_dir
+        ahead = (
+            g.commits_between(git_dir, base_sha, head_sha) if git_dir is not None else head_sha != base_sha
+        )
+        if not ahead:
+            raise HttpError(
+                422,
+                "Validation Failed",
+                [
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": f"No commits between {base} and {head}",
+                    }
+                ],
+            )
+        for pull in repo.pulls.values():
+            if pull.head_ref == head and pull.base_ref == base and repo.issues[pull.number].state == "open":
+                message = f"A pull request already exists for {repo.owner}:{head}."
+                raise HttpError(
+                    422,
+                    "Validation Failed",
+                    [{"resource": "PullRequest", "code": "custom", "message": message}],
+                )
+        pull = fake.add_pull(
+            repo.full_name, head=head, base=base, title=title, body=body or "", head_sha=head_sha
+        )
+        repo.issues[pull.number].body = body
+        pull.draft = bool(data.get("draft"))
+        return JSONResponse(pull_body(repo, pull), 201)
+
+    def pull(request: Request, data: Any) -> Response:
+        repo, found = pull_of(request)
+        if request.method == "PATCH":
+            issue = repo.issues[found.number]
+            data = data or {}
+            if "title" in data:
+                issue.title = require_text(data, "title", "PullRequest") or ""
+            if "body" in data:
+                issue.body = require_text(data, "body", "PullRequest", required=False)
+            if "base" in data:
+                found.base_ref = str(data["base"])
+            if data.get("state") in ("open", "closed"):
+                issue.state = data["state"]
+                issue.closed_at = now_iso() if issue.state == "closed" else None
+            issue.updated_at = now_iso()
+        return JSONResponse(pull_body(repo, found))
+
+    def request_reviewers(request: Request, data: Any) -> Response:
+        repo, found = pull_of(request)
+        data = data or {}
+        found.requested_reviewers += [
+            r for r in data.get("reviewers", []) if r not in found.requested_reviewers
+        ]
+        found.requested_teams += [t for t in data.get("team_reviewers", []) if t not in found.requested_teams]
+        return JSONResponse(pull_body(repo, found), 201)
+
+    def review_comments(request: Request, data: Any) -> Response:
+        repo, found = pull_of(request)
+        review_id = request.path_params["review_id"]
+        chosen = [
+            c for c in repo.review_comments if c.pull_number == found.number and c.review_id == review_id
+        ]
+        return fake._page(request, [j.review_comment_json(urls, repo, c, fake._user(c.user)) for c in chosen])
+
+    def commit_json(repo: FakeRepo, commit: g.GitCommit) -> dict[str, Any]:
+        def person(email: str) -> dict[str, Any] | None:
+            login = fake.email_logins.get(email.lower()) or g.noreply_login(email)
+            return fake._user(login) if login else None
+
+        api = f"{urls.api}/repos/{repo.full_name}"
+        return {
+            "sha": commit.sha,
+            "node_id": f"C_{commit.sha[:12]}",
+            "url": f"{api}/commits/{commit.sha}",
+            "html_url": f"{urls.html}/{repo.full_name}/commit/{commit.sha}",
+            "commit": {
+                "author": {
+                    "name": commit.author_name,
+                    "email": commit.author_email,
+                    "date": commit.author_date,
+                },
+                "committer": {
+                    "name": commit.committer_name,
+                    "email": commit.committer_email,
+                    "date": commit.committer_date,
+                },
+                "message": commit.message,
+            },
+            "author": person(commit.author_email),
+            "committer": person(commit.committer_email),
+            "parents": [{"sha": p, "url": f"{api}/commits/{p}"} for p in commit.parents],
+        }
+
+    def pull_commits(request: Request, data: Any) -> Response:
+        repo, found = pull_of(request)
+        git_dir = repo.git_dir
+        if git_dir is None or found.head_repo is not None:
+            return fake._page(request, list(found.commits))
+        head = fake.branch_head(repo.full_name, found.head_ref) or found.head_sha
+        base = fake.branch_head(repo.full_name, found.base_ref) or found.base_ref
+        commits = [commit_json(repo, c) for c in g.commits_between(git_dir, base, head)]
+        return fake._page(request, commits)
+
+    return [
+        (f"{REPO}/pulls", ["GET", "POST"], pulls),
+        (f"{REPO}/pulls/{{number:int}}", ["GET", "PATCH"], pull),
+        (f"{REPO}/pulls/{{number:int}}/requested_reviewers", ["POST"], request_reviewers),
+        (f"{REPO}/pulls/{{number:int}}/commits", ["GET"], pull_commits),
+        (f"{REPO}/pulls/{{number:int}}/reviews/{{review_id:int}}/comments", ["GET"], review_comments),
+    ]
