@@ -106,3 +106,18 @@ async def test_a_retry_that_fails_the_integration_gate_turns_the_pr_into_a_draft
     assert "draft" in h.fake.repo(REPO).issues[pull.number].body.lower()
     (comment,) = h.plan_comments(1)
     assert decode_state(comment.body).batches[0].draft is True
+
+
+async def test_when_github_refuses_the_change_the_pr_and_its_body_keep_their_state(h: Harness) -> None:
+    await _first_run_publishes_story_2_alone(h)
+    h.gate_fails.write_text("")
+    h.fake.fail_next("POST", "/graphql", status=403, message="Resource not accessible by integration")
+    await _say(h, "/plan-cascade retry STORY-001")
+    pull = _pull(h)
+    assert not pull.draft
+    body = h.fake.repo(REPO).issues[pull.number].body
+    assert "Opened as a draft" not in body and "`integrated`: failure" in body
+    (comment,) = h.plan_comments(1)
+    assert decode_state(comment.body).batches[0].draft is False
+    rollup = [r for r in h.fake.repo(REPO).check_runs.values() if r.name == "plan-cascade"]
+    assert rollup[-1].conclusion == "failure", "the roll-up still says the gates failed"

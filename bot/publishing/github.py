@@ -163,21 +163,24 @@ class GitHubPublisher:
             if (batch == 1 or run.config.execution.stacking == "sequential")
             else batch_branch(run.branch_prefix, batch - 1)
         )
-        body = pr_body(
-            run.state,
-            batch,
-            outcome.merged,
-            plan_url=self.plan_url,
-            integration=integration,
-            draft_reason=reason if draft else None,
-            review_note=_review_note(review),
-        )
+
+        def body(draft: bool) -> str:
+            return pr_body(
+                run.state,
+                batch,
+                outcome.merged,
+                plan_url=self.plan_url,
+                integration=integration,
+                draft_reason=reason if draft else None,
+                review_note=_review_note(review),
+            )
+
         title = pr_title(run.state, batch, outcome.merged)
         pr = await self.port.find_pull_request(self.repo, branch, state="open")
         await run.reached("opening-pr", f"batch-{batch}")
         if pr is None:
             pr = await self.port.create_pull_request(
-                self.repo, title=title, body=body, head=branch, base=base, draft=draft
+                self.repo, title=title, body=body(draft), head=branch, base=base, draft=draft
             )
             cfg = run.config.publishing
             if cfg.reviewers or cfg.team_reviewers:
@@ -193,9 +196,9 @@ class GitHubPublisher:
                 except GitHubError as exc:
                     log.warning("could not label PR #%s: %s", pr.number, exc.message)
         else:
-            await self.port.update_pull_request(self.repo, pr.number, title=title, body=body)
-            if pr.draft != draft and pr.node_id:
+            if pr.draft != draft and pr.node_id:  # first, so that the body says what the PR is
                 draft = await self._set_draft(pr.number, pr.node_id, draft=draft, was=pr.draft)
+            await self.port.update_pull_request(self.repo, pr.number, title=title, body=body(draft))
         if review is not None and review.checks:
             await self._post_review(run, batch, pr.number, review)
         await self._rollup(run, batch, outcome.head_sha, outcome.merged, integration, unmet=unmet)
@@ -216,7 +219,7 @@ class GitHubPublisher:
 
         A PR that a failed gate or an unmet criterion made a draft is ready again once a retry
         passes, and the other way round. GitHub changes this only over GraphQL; if that fails, the
-        PR keeps its state (logged; the body and the roll-up check still say what is wrong).
+        PR keeps its state (logged), and its body says what it is (the roll-up check says why).
         """
         try:
             if draft:
