@@ -47,6 +47,13 @@ async def counts(runtime) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     return deliveries, jobs
 
 
+async def test_other_methods_get_405(server) -> None:  # type: ignore[no-untyped-def]
+    client, _, _ = server
+    resp = await client.get("/webhook")
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == "POST"
+
+
 async def test_a_burst_is_written_in_batches_with_one_job_per_new_delivery(server) -> None:  # type: ignore[no-untyped-def]
     client, runtime, _ = server
     posts = [delivery(i) for i in range(40)] + [delivery(i) for i in range(0, 40, 4)]  # 10 redeliveries

@@ -298,6 +298,10 @@ class FakeGitHub:
         user_id = self._user_ids.setdefault(login, 5000 + len(self._user_ids))
         return j.user_json(self.urls, login, user_id)
 
+    def _repo_data(self, repo: m.FakeRepo) -> dict[str, Any]:
+        """A repository as the REST API shows it."""
+        return j.repo_json(self.urls, repo, self._user(repo.owner))
+
     def _app(self) -> dict[str, Any]:
         return j.app_json(self.urls, app_id=self.app_id, slug=self.app_slug, owner=self._user("octo-org"))
 

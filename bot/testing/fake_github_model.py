@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 LEGACY_PERMISSION = {
@@ -235,3 +236,14 @@ def require_text(data: Any, key: str, resource: str, *, required: bool = True) -
     if len(value) > MAX_BODY:
         raise invalid(resource, key, "custom")
     return value
+
+
+T = TypeVar("T")
+
+
+def found(records: Mapping[int, T], key: int) -> T:
+    """`records[key]`, or GitHub's 404 when there is no such record."""
+    record = records.get(key)
+    if record is None:
+        raise HttpError(404, "Not Found")
+    return record

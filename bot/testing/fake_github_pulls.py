@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
-from bot.testing.fake_github_model import FakePull, FakeRepo, HttpError, invalid, now_iso, require_text
+from bot.testing.fake_github_model import FakePull, FakeRepo, HttpError, found, invalid, now_iso, require_text
 
 if TYPE_CHECKING:
     from bot.testing.fake_github import FakeGitHub
@@ -23,15 +23,9 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
     """The pull request endpoints of `fake`, as (Starlette path, methods, handler)."""
     urls = fake.urls
 
-    def repo_data(repo: FakeRepo) -> dict[str, Any]:
-        return j.repo_json(urls, repo, fake._user(repo.owner))
-
     def pull_of(request: Request) -> tuple[FakeRepo, FakePull]:
         repo = fake._repo(request)
-        pull = repo.pulls.get(request.path_params["number"])
-        if pull is None:
-            raise HttpError(404, "Not Found")
-        return repo, pull
+        return repo, found(repo.pulls, request.path_params["number"])
 
     def pull_body(repo: FakeRepo, pull: FakePull) -> dict[str, Any]:
         users = {login: fake._user(login) for login in {repo.owner, repo.issues[pull.number].user}}
@@ -39,11 +33,11 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
         issue = repo.issues[pull.number]
         if pull.head_repo is None and issue.state == "open":
             pull.head_sha = fake.branch_head(repo.full_name, pull.head_ref) or pull.head_sha
-        head_data = repo_data(repo)
+        head_data = fake._repo_data(repo)
         if pull.head_repo is not None:
             owner, name = pull.head_repo.split("/")
             fork = fake.repos.get(pull.head_repo) or FakeRepo(repo.id + 7, owner, name)
-            head_data = {**repo_data(fork), "fork": True}
+            head_data = {**fake._repo_data(fork), "fork": True}
             users.setdefault(owner, fake._user(owner))
         return j.pull_json(
             urls,
@@ -51,7 +45,7 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
             pull,
             issue=issue,
             users=users,
-            repo_data=repo_data(repo),
+            repo_data=fake._repo_data(repo),
             head_repo_data=head_data,
             base_sha=fake.branch_head(repo.full_name, pull.base_ref) or "0" * 40,
         )

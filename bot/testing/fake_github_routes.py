@@ -30,6 +30,7 @@ from bot.testing.fake_github_model import (
     FakeRepo,
     HttpError,
     encode_content,
+    found,
     invalid,
     now_iso,
     require_text,
@@ -52,22 +53,13 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
     """Every endpoint of `fake`, as (Starlette path, methods, handler)."""
     urls = fake.urls
 
-    def repo_data(repo: FakeRepo) -> dict[str, Any]:
-        return j.repo_json(urls, repo, fake._user(repo.owner))
-
     def issue_of(request: Request) -> tuple[FakeRepo, FakeIssue]:
         repo = fake._repo(request)
-        issue = repo.issues.get(request.path_params["number"])
-        if issue is None:
-            raise HttpError(404, "Not Found")
-        return repo, issue
+        return repo, found(repo.issues, request.path_params["number"])
 
     def comment_of(request: Request) -> tuple[FakeRepo, FakeComment]:
         repo = fake._repo(request)
-        comment = repo.comments.get(request.path_params["comment_id"])
-        if comment is None:
-            raise HttpError(404, "Not Found")
-        return repo, comment
+        return repo, found(repo.comments, request.path_params["comment_id"])
 
     def reaction(reactions: list[FakeReaction], data: Any) -> Response:
         content = (data or {}).get("content")
@@ -94,7 +86,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     # ----- repository, permission, contents -----------------------------------------------
     def get_repo(request: Request, data: Any) -> Response:
-        return JSONResponse(repo_data(fake._repo(request)))
+        return JSONResponse(fake._repo_data(fake._repo(request)))
 
     def get_permission(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
