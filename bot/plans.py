@@ -13,7 +13,7 @@ column, or the comment itself without a database), so no write is lost to anothe
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 RETIRED_PART = "_Plan Cascade plan data: no longer used._"
 ALTERED = "altered"
 """The cache row's status for a plan whose comment no longer verifies (not polled, not run)."""
+
+
+Listed = Sequence[Comment] | None
+"""An issue's comments, when a caller has listed them already."""
 
 
 @dataclass
@@ -124,9 +128,10 @@ class PlanStore:
 
     # -- reading ------------------------------------------------------------------------
     async def load(
-        self, port: GitHubPort, repo: str, issue: int, *, bot_login: str | None
+        self, port: GitHubPort, repo: str, issue: int, *, bot_login: str | None, comments: Listed = None
     ) -> LoadedPlan | None:
-        """The issue's plan, or None when it has none we can believe (an altered one is reported)."""
+        """The issue's plan, or None when it has none we can believe (an altered one is reported).
+        `comments`: the issue's comments, when the caller has just listed them (not listed again)."""
         bot = require_identity(bot_login)
         record = await self._record(repo, issue)
         comment = None
@@ -139,7 +144,7 @@ class PlanStore:
             if comment is not None and not same_login(comment.user_login, bot):
                 comment = None
         if comment is None:
-            comment = await self._newest_plan_comment(port, repo, issue, bot)
+            comment = await self._newest_plan_comment(port, repo, issue, bot, comments)
         if comment is None:
             return None
         believed = await self.believe(port, repo, issue, comment, bot_login=bot, cached=record)
@@ -159,7 +164,7 @@ class PlanStore:
     ) -> LoadedPlan | None:
         """The plan in the newest plan comment the bot wrote, if it verifies (no cache involved)."""
         bot = require_identity(bot_login)
-        comment = await self._newest_plan_comment(port, repo, issue, bot)
+        comment = await self._newest_plan_comment(port, repo, issue, bot, None)
         if comment is None:
             return None
         believed = await self.believe(port, repo, issue, comment, bot_login=bot, cached=None)
@@ -169,10 +174,10 @@ class PlanStore:
         return LoadedPlan(believed[0], comment.id, parts=believed[1])
 
     async def _newest_plan_comment(
-        self, port: GitHubPort, repo: str, issue: int, bot_login: str
+        self, port: GitHubPort, repo: str, issue: int, bot_login: str, comments: Listed
     ) -> Comment | None:
         found = None
-        for comment in await port.list_issue_comments(repo, issue):
+        for comment in comments if comments is not None else await port.list_issue_comments(repo, issue):
             if is_plan_comment(comment.body) and same_login(comment.user_login, bot_login):
                 found = comment
         return found

@@ -9,7 +9,9 @@ Anyone else's reply changes nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
+from bot.github.models import Comment
 from bot.handlers.session import Session
 from bot.plans import same_login
 from bot.rendering.answers import QUESTIONS_MARKER
@@ -17,13 +19,41 @@ from bot.rendering.answers import QUESTIONS_MARKER
 log = logging.getLogger(__name__)
 
 
-async def resume_with_answers(
+async def on_plain_comment(
     session: Session, *, login: str, association: str | None, user_type: str | None, body: str
+) -> None:
+    """A comment with no command on an issue: the answers to the bot's questions, or a moment to
+    look for 👍 on the plan. The issue's comments are listed at most once (none when a plan is
+    cached: it is read by id), since every comment on every issue of the repository comes here."""
+    comments = None
+    if await session.store.cached(session.repo, session.issue) is None:
+        comments = await session.port.list_issue_comments(session.repo, session.issue)
+    loaded = await session.load_plan(comments=comments)
+    if loaded is not None:
+        from bot.handlers.approval import poll_reactions
+
+        await poll_reactions(session, loaded)
+        return
+    if session.config_error is not None:
+        return
+    if comments is None:  # a cached plan that no longer verifies: look for questions all the same
+        comments = await session.port.list_issue_comments(session.repo, session.issue)
+    await resume_with_answers(
+        session, comments, login=login, association=association, user_type=user_type, body=body
+    )
+
+
+async def resume_with_answers(
+    session: Session,
+    comments: Sequence[Comment],
+    *,
+    login: str,
+    association: str | None,
+    user_type: str | None,
+    body: str,
 ) -> bool:
-    """Plan with `body` as the answers, when the issue waits for answers and `login` may give them."""
-    if await session.load_plan() is not None:
-        return False
-    comments = await session.port.list_issue_comments(session.repo, session.issue)
+    """Plan with `body` as the answers, when the issue (which has no plan) waits for answers and
+    `login` may give them."""
     asked = [
         c for c in comments if QUESTIONS_MARKER in c.body and same_login(c.user_login, session.bot_login)
     ]

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from bot.commands import Command, parse_command
 from bot.errors import StateError
-from bot.handlers.approval import approve_command, poll_reactions, start_execution
+from bot.handlers.approval import approve_command, start_execution
 from bot.handlers.plan_io import update_plan
 from bot.handlers.planning import plan_issue
 from bot.handlers.session import Session, session_for_event
@@ -67,18 +67,16 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
     cmd = parse_command(env.comment.body, app_slug=session.app_slug)
     if cmd is None:
         if not env.issue.is_pull_request and await session.load_config() is not None:
-            from bot.handlers.clarify import resume_with_answers
+            from bot.handlers.clarify import on_plain_comment
 
             user = env.comment.user
-            if session.config_error is None and await resume_with_answers(
+            await on_plain_comment(
                 session,
                 login=user.login,
                 association=env.comment.author_association,
                 user_type=user.type,
                 body=env.comment.body or "",
-            ):
-                return
-            await poll_reactions(session)
+            )
         return
     await session.react_comment(env.comment.id, "eyes")
     author = Author(

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
-from bot.github.models import Issue
+from bot.github.models import Comment, Issue
 from bot.github.port import GitHubPort
 from bot.permissions import PermissionCache, Verdict, may_act, may_start
 from bot.plans import LoadedPlan, PlanStore, require_identity
@@ -117,9 +117,13 @@ class Session:
         log.warning("invalid %s: %s", CONFIG_PATH, "; ".join(self.config_error.problems))
         await self.reply(format_config_problems_markdown(self.config_error))
 
-    async def load_plan(self) -> LoadedPlan | None:
-        """The issue's plan (from the comment; rebuilt into the cache when missing)."""
-        self._plan = await self.store.load(self.port, self.repo, self.issue, bot_login=self.bot_login)
+    async def load_plan(self, *, comments: Sequence[Comment] | None = None) -> LoadedPlan | None:
+        """The issue's plan (from the comment; rebuilt into the cache when missing).
+
+        `comments`: the issue's comments, when this job has just listed them."""
+        self._plan = await self.store.load(
+            self.port, self.repo, self.issue, bot_login=self.bot_login, comments=comments
+        )
         self._plan_read = True
         return self._plan
 
