@@ -186,3 +186,22 @@ async def test_postgres_intake_writes_a_burst_once_per_delivery(tmp_path: Path) 
             assert await counts(runtime) == (30, 30)
         finally:
             await runtime.db.dispose()
+
+
+def test_no_thread_for_checkpoints_never_fails_a_delivery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    checkpointer = Checkpointer(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}", threshold=10)
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refused)
+        checkpointer.written(100)  # logged, not raised: the delivery it follows is already recorded
+    assert checkpointer._thread is None
+    checkpointer.written(100)  # the next threshold tries again
+    assert checkpointer._thread is not None
+    checkpointer.close()

@@ -41,8 +41,13 @@ class Checkpointer:
             return
         self._unchecked = 0
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread to be had: the other connections' autocheckpoint remains
+                log.warning("no WAL checkpoint thread: %s", exc)
+                return
+            self._thread = thread
         self._due.set()
 
     def _run(self) -> None:
