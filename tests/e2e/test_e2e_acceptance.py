@@ -3,22 +3,14 @@ fake over HTTP (the server's own provider code, prices and all), GitHub the fake
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from bot.testing.fake_llm import FakeAnthropic
-from bot.testing.server_process import free_port
 from tests.e2e.world import REPO, World, make_world
+from tests.model_server import serve_anthropic
 
 pytestmark = pytest.mark.e2e
 
@@ -54,22 +46,8 @@ SCRIPT = [
 @pytest.fixture
 def model() -> Iterator[tuple[FakeAnthropic, str]]:
     fake = FakeAnthropic(SCRIPT)
-
-    async def messages(request: Request) -> Response:
-        answer = fake.handle(httpx2.Request("POST", str(request.url), content=await request.body()))
-        return Response(answer.content, status_code=answer.status_code, media_type="application/json")
-
-    port = free_port()
-    app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    yield fake, f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with serve_anthropic(fake) as url:
+        yield fake, url
 
 
 @pytest.fixture
