@@ -397,6 +397,11 @@ def totals(state: PlanState) -> tuple[int, float]:
     return tokens, cost
 
 
+def batch_record(state: PlanState, batch: int) -> BatchState:
+    """Batch `batch`'s record, or a fresh one when the state has none yet."""
+    return state.batches[batch - 1] if batch - 1 < len(state.batches) else BatchState(number=batch)
+
+
 def with_batch(state: PlanState, record: BatchState) -> PlanState:
     """A copy with batch `record.number`'s record replaced (earlier missing ones added)."""
     batches = list(state.batches)

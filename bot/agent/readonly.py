@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 from bot.agent.tools import MAX_GLOB_RESULTS, MAX_GREP_RESULTS, MAX_LINE_CHARS, clip
 from bot.agent.toolspecs import GlobArgs, GrepArgs, ReadArgs
 from bot.errors import LLMError
+from bot.globs import is_denied
 from bot.llm import LLM, Message, ToolCall, ToolSpec, Usage
 from bot.llm.structured import problems_of
 from bot.workspace.git import GitResult
@@ -127,8 +128,6 @@ class GitTree:
 
 def _matches(path: str, pattern: str) -> bool:
     if "/" in pattern:
-        from bot.workspace import is_denied
-
         return is_denied(path, [pattern])
     return fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern)
 

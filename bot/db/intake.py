@@ -140,8 +140,8 @@ class _SqliteIntake:
     def __init__(self, db: Database, max_batch: int) -> None:
         self.db = db
         self.max_batch = max_batch
-        self.batches = SqliteBatches(db.url)
         self.checkpointer = Checkpointer(db.url)
+        self.batches = SqliteBatches(db.url, self.checkpointer)
         self._due: Pending = []
         self._scheduled = False
         self._waiting = asyncio.Lock()  # held while a batch waits for the database in a thread
@@ -170,7 +170,6 @@ class _SqliteIntake:
                 settle(batch, error=exc)
                 continue
             settle(batch, fresh)
-            self.checkpointer.written(self.batches.take_written())
 
     def _wait_in_thread(self, batch: Pending) -> None:
         task = asyncio.get_running_loop().create_task(self._write_waiting(batch))
@@ -188,7 +187,6 @@ class _SqliteIntake:
                     raise
                 return
         settle(batch, fresh)
-        self.checkpointer.written(self.batches.take_written())
 
     def close(self) -> None:
         self.checkpointer.close()
@@ -213,20 +211,15 @@ class SqliteBatches:
     DELIVERY_COLS = ("id", "event", "action", "target", "outcome", "received_at")
     WAIT_MS = 30_000
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, checkpointer: Checkpointer) -> None:
         self.conn = sqlite3.connect(
             sqlite_path(url), timeout=30, isolation_level=None, check_same_thread=False
         )
         sqlite_pragmas(self.conn)
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        self.checkpointer = checkpointer
         self.job_cols = tuple(c.name for c in Job.__table__.columns if c.name != "id")
         self._waits = True
-        self._written = 0
-
-    def take_written(self) -> int:
-        """Bytes of bodies written since the last call (what the next checkpoint will copy)."""
-        written, self._written = self._written, 0
-        return written
 
     def write(self, unique: dict[str, DeliveryRecord], *, wait: bool) -> set[str]:
         """Insert both rows of each new delivery in one transaction; the ids that were new.
@@ -265,7 +258,9 @@ class SqliteBatches:
             if not wait and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
                 raise SqliteBusy(str(exc)) from exc
             raise
-        self._written += ROW_BYTES * (len(fresh) + len(jobs)) + sum(len(j.get("body") or "") for j in jobs)
+        self.checkpointer.written(
+            ROW_BYTES * (len(fresh) + len(jobs)) + sum(len(j.get("body") or "") for j in jobs)
+        )
         return fresh
 
     def close(self) -> None:

@@ -11,10 +11,10 @@ import logging
 
 from pydantic import BaseModel, Field
 
-from bot.agent.readonly import ReadOnlyLimits, Unfinished, investigate
+from bot.agent.readonly import Unfinished, investigate
 from bot.errors import ConfigurationError, GitHubError, WorkspaceError
 from bot.handlers.session import Session
-from bot.planning.exploration import Reference, file_listing
+from bot.planning.exploration import Reference, exploration_limits, file_listing
 from bot.planning.sanitize import fence_untrusted, sanitize_untrusted
 from bot.rendering.answers import references_markdown
 from bot.rendering.env import md_block, md_inline
@@ -61,11 +61,7 @@ async def answer_question(session: Session, *, question: str, actor: str) -> Non
         fence_untrusted(f"a question by @{actor}", sanitize_untrusted(question, max_chars=4000))
         + f"\nFiles at the default branch's head:\n{listing}\n\nRead what you need, then submit."
     )
-    limits = ReadOnlyLimits(
-        max_steps=config.llm.exploration_max_steps,
-        max_cost_usd=config.llm.exploration_max_cost_usd,
-        max_seconds=300,
-    )
+    limits = exploration_limits(config)
     try:
         found = await investigate(llm, tree, system=SYSTEM, prompt=prompt, answer=Answer, limits=limits)
     except Unfinished as exc:

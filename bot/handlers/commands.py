@@ -86,12 +86,8 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
     # The config and the permission in one round trip (with a plan request's reads too).
     checks = (session.load_config(), session.may_act(actor, author.association, author.type))
     planning = cmd.name in ("plan", "revise") and not env.issue.is_pull_request
-    config, verdict, *_ = await (
-        session.prefetch(*checks) if planning else asyncio.gather(*checks, return_exceptions=True)
-    )
-    for outcome in (config, verdict):
-        if isinstance(outcome, BaseException):
-            raise outcome  # fail closed: the job is retried, nothing runs meanwhile
+    # A read that fails raises: fail closed, the job is retried and nothing runs meanwhile.
+    config, verdict = await (session.prefetch(*checks) if planning else asyncio.gather(*checks))
     assert isinstance(verdict, Verdict) and (config is None or isinstance(config, RepoConfig))
     if not verdict.allowed:
         await session.refuse(actor, verdict)

@@ -6,6 +6,7 @@ that write and no secrets (the LLM client holds its own key, never the prompt).
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from bot.agent.readonly import GitTree
@@ -15,7 +16,7 @@ from bot.handlers.session import Session
 from bot.llm import LLM
 from bot.permissions import is_bot
 from bot.plan import PRD, prd_to_yaml
-from bot.planning.context import IssueContext, RepoContext, build_context
+from bot.planning.context import IssueContext, RepoContext, build_context, read_repo_context
 from bot.planning.exploration import (
     Exploration,
     check_intent,
@@ -26,8 +27,6 @@ from bot.planning.exploration import (
 from bot.planning.planner import PlanningResult
 
 log = logging.getLogger(__name__)
-README_NAMES = ("README.md", "README.rst", "README")
-MANIFESTS = ("pyproject.toml", "package.json", "Cargo.toml", "go.mod", "Makefile", "requirements.txt")
 
 
 async def plan_with_llm(
@@ -118,22 +117,12 @@ async def trusted_comments(session: Session) -> list[tuple[str, str]]:
 
 async def repo_context(session: Session) -> RepoContext:
     """README and manifests from the default branch (each read is optional)."""
-    readme = None
-    for name in README_NAMES:
-        readme = await _read(session, name)
-        if readme:
-            break
-    manifests = {}
-    for name in MANIFESTS:
-        text = await _read(session, name)
-        if text:
-            manifests[name] = text[:8000]
     tree: list[str] = []
     try:
         tree = await session.tree()  # read once per job (the prefetch may have)
     except GitHubError as exc:
         log.info("no file tree for planning: %s", exc.message)
-    return RepoContext(readme=readme, file_tree=tree, manifests=manifests)
+    return await read_repo_context(functools.partial(_read, session), tree)
 
 
 async def _read(session: Session, path: str) -> str | None:

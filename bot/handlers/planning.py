@@ -47,11 +47,8 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
         return
     await session.react_issue("eyes")
     # Then every read the job needs, at once: permission, the config itself, plan, issue, tree.
-    verdict, config, *_ = await session.prefetch(session.may_act(env.sender.login), session.load_config())
-    if isinstance(verdict, BaseException):
-        raise verdict  # fail closed: no permission answer, nothing is planned
-    if isinstance(config, BaseException):
-        raise config
+    # A permission read that fails raises: fail closed, nothing is planned.
+    verdict, config = await session.prefetch(session.may_act(env.sender.login), session.load_config())
     assert isinstance(verdict, Verdict) and (config is None or isinstance(config, RepoConfig))
     if config is not None and env.label.name != config.trigger_label:
         return  # the trigger label changed a moment ago

@@ -103,13 +103,21 @@ class Session:
         return self._plan if self._plan_read else await self.load_plan()
 
     async def prefetch(self, *reads: Awaitable[object]) -> list[object]:
-        """`reads` and what a plan request reads (plan, issue, tree) at once: one round trip.
+        """`reads` and what a plan request reads (plan, issue, tree) at once: one round trip;
+        the results of `reads`.
 
-        A failed prefetch is left to the real read, which raises where it is handled.
+        A failure of one of `reads` is raised (once all have finished: a permission read that
+        fails keeps the job from going on). A failed plan, issue or tree read is left to the
+        real read, which raises where it is handled.
         """
-        return await asyncio.gather(
+        found = await asyncio.gather(
             *reads, self.load_plan(), self.issue_info(), self.tree(), return_exceptions=True
         )
+        mine = found[: len(reads)]
+        for result in mine:
+            if isinstance(result, BaseException):
+                raise result
+        return mine
 
     async def report_config_error(self) -> None:
         """Comment the config problems on the issue; nothing runs."""

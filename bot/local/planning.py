@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 async def plan_description(root: Path, description: str, *, config: RepoConfig, ctx: LocalContext) -> Any:
     """Plan `description` for the repository at HEAD with the configured LLM (a PlanningResult)."""
-    from bot.handlers.llm_planning import MANIFESTS, README_NAMES
-    from bot.planning import IssueContext, RepoContext
+    from bot.planning import IssueContext
+    from bot.planning.context import read_repo_context
     from bot.planning.exploration import plan_explored
 
     if not description.strip():
@@ -29,21 +29,11 @@ async def plan_description(root: Path, description: str, *, config: RepoConfig, 
         raise StateError("no LLM is configured: set PLAN_CASCADE_LLM_PROVIDER and its API key, or pass --prd")
     llm = ctx.llm_for(config, None)
     planners = [ctx.llm_for(config, m) for m in config.llm.planning_models]
-    readme = None
-    for name in README_NAMES:
-        readme = await repo_git.file_at_head(root, name)
-        if readme:
-            break
-    manifests = {}
-    for name in MANIFESTS:
-        text = await repo_git.file_at_head(root, name)
-        if text:
-            manifests[name] = text[:8000]
     tree = (await repo_git.user_git(root, "ls-tree", "-r", "--name-only", "HEAD")).stdout.splitlines()
+    repo = await read_repo_context(functools.partial(repo_git.file_at_head, root), tree[:5000])
     title, _, body = description.strip().partition("\n")
     issue = IssueContext(repo=f"local/{root.name}", number=0, title=title[:200], body=body or description)
     explored = await explore_head(root, llm, issue, config=config) if config.llm.exploration else None
-    repo = RepoContext(readme=readme, file_tree=tree[:5000], manifests=manifests)
     return await plan_explored(config, llm=llm, planners=planners, issue=issue, repo=repo, explored=explored)
 
 

@@ -20,7 +20,7 @@ from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch
 from bot.publishing.acceptance import merge_and_review
 from bot.publishing.batch import merge_batch
-from bot.state import BatchState, PlanState, with_batch
+from bot.state import BatchState, PlanState, batch_record, with_batch
 from bot.workspace.git import GitResult, git_env, run_git
 from bot.workspace.process import uv_program
 
@@ -140,9 +140,7 @@ class LocalPublisher:
 
     async def publish_batch(self, run: Run, batch: int, story_ids: list[str]) -> PlanState:
         """Merge (unless the branch already holds every story), copy, record the branch."""
-        record = (
-            run.state.batches[batch - 1] if batch - 1 < len(run.state.batches) else BatchState(number=batch)
-        )
+        record = batch_record(run.state, batch)
         branch = batch_branch(run.branch_prefix, batch)
         if await self._up_to_date(run, batch, record, story_ids):
             head, integration = record.head_sha, record.gates

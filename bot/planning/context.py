@@ -10,6 +10,7 @@ token budget (README and file tree first, never the issue title).
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -55,6 +56,28 @@ class RepoContext(BaseModel):
     manifests: dict[str, str] = Field(
         default_factory=dict, description="Manifest path -> text (pyproject.toml, package.json, ...)."
     )
+
+
+README_NAMES = ("README.md", "README.rst", "README")
+MANIFESTS = ("pyproject.toml", "package.json", "Cargo.toml", "go.mod", "Makefile", "requirements.txt")
+
+
+async def read_repo_context(
+    read: Callable[[str], Awaitable[str | None]], file_tree: list[str]
+) -> RepoContext:
+    """The planner's view of a repository: the first README there is and the manifests (8,000
+    characters each), each read with `read` (None when absent), beside `file_tree`."""
+    readme = None
+    for name in README_NAMES:
+        readme = await read(name)
+        if readme:
+            break
+    manifests = {}
+    for name in MANIFESTS:
+        text = await read(name)
+        if text:
+            manifests[name] = text[:8000]
+    return RepoContext(readme=readme, file_tree=file_tree, manifests=manifests)
 
 
 def select_manifests(paths: list[str]) -> list[str]:

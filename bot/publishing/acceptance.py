@@ -29,7 +29,7 @@ from bot.publishing.verdicts import (
     review_prompt,
     send_back_feedback,
 )
-from bot.state import BatchState, CriterionCheck, PlanState, StoryStatus, update_story, with_batch
+from bot.state import CriterionCheck, PlanState, StoryStatus, batch_record, update_story, with_batch
 
 log = logging.getLogger(__name__)
 LIMITS = ReadOnlyLimits()
@@ -88,7 +88,7 @@ async def merge_and_review(
 
 async def review_batch(run: Run, batch: int, outcome: BatchOutcome) -> BatchReview:
     """Judge the merged stories' criteria on `outcome.head_sha`, and save the verdicts."""
-    record = _record(run.state, batch)
+    record = batch_record(run.state, batch)
     wanted_ids = expected(run.state, outcome.merged)
     saved = {sid: run.state.stories[sid].acceptance for sid in outcome.merged}
     if record.reviewed_head == outcome.head_sha and all(saved.values()):
@@ -129,15 +129,11 @@ async def review_batch(run: Run, batch: int, outcome: BatchOutcome) -> BatchRevi
     return review
 
 
-def _record(state: PlanState, batch: int) -> BatchState:
-    return state.batches[batch - 1] if batch - 1 < len(state.batches) else BatchState(number=batch)
-
-
 async def _save(run: Run, batch: int, review: BatchReview) -> None:
     def change(state: PlanState) -> PlanState:
         for sid, checks in review.checks.items():
             state = update_story(state, sid, acceptance=checks)
-        record = _record(state, batch).model_copy(
+        record = batch_record(state, batch).model_copy(
             update={"reviewed_head": review.head if review.checks else None}
         )
         return with_batch(state, record).model_copy(

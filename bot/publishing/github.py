@@ -23,7 +23,7 @@ from bot.orchestration.scheduler import batch_branch
 from bot.publishing.acceptance import BatchReview, merge_and_review
 from bot.publishing.verdicts import REVIEW_MARKER, diff_lines, draft_reason, line_comments, review_body
 from bot.rendering.pr_body import pr_body, pr_title
-from bot.state import BatchState, PlanState, with_batch
+from bot.state import BatchState, PlanState, batch_record, with_batch
 
 log = logging.getLogger(__name__)
 SaveComment = Callable[[PlanState], Awaitable[PlanState]]
@@ -133,9 +133,7 @@ class GitHubPublisher:
 
     async def publish_batch(self, run: Run, batch: int, story_ids: list[str]) -> PlanState:
         """Merge, push (never over someone else's work), open or update the PR, roll-up check."""
-        record = (
-            run.state.batches[batch - 1] if batch - 1 < len(run.state.batches) else BatchState(number=batch)
-        )
+        record = batch_record(run.state, batch)
         branch = batch_branch(run.branch_prefix, batch)
         if record.hands_off:
             return run.state

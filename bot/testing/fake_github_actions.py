@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from bot.testing.fake_github_model import FakeCheckRun, FakeStatus, FakeWorkflowRun, HttpError, now_iso
+from bot.testing.fake_github_model import FakeCheckRun, FakeStatus, FakeWorkflowRun, HttpError, found, now_iso
 
 if TYPE_CHECKING:
     from bot.testing.fake_github import FakeGitHub
@@ -80,10 +80,7 @@ def actions_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Req
     """Job logs, re-running failed jobs, combined statuses."""
 
     def run_of(request: Request) -> FakeWorkflowRun:
-        run = fake._repo(request).workflow_runs.get(request.path_params["run_id"])
-        if run is None:
-            raise HttpError(404, "Not Found")
-        return run
+        return found(fake._repo(request).workflow_runs, request.path_params["run_id"])
 
     def job_logs(request: Request, data: Any) -> Response:
         repo = fake._repo(request)

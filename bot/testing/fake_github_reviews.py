@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from bot.publishing.verdicts import diff_lines
 from bot.testing import fake_github_git as g
-from bot.testing.fake_github_model import MAX_BODY, FakeReview, FakeReviewComment, HttpError, now_iso
+from bot.testing.fake_github_model import MAX_BODY, FakeReview, FakeReviewComment, HttpError, found, now_iso
 
 if TYPE_CHECKING:
     from bot.testing.fake_github import FakeGitHub
@@ -53,9 +53,7 @@ def review_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Requ
 
     def reviews(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
-        pull = repo.pulls.get(request.path_params["number"])
-        if pull is None:
-            raise HttpError(404, "Not Found")
+        pull = found(repo.pulls, request.path_params["number"])
         if request.method == "GET":
             mine = [r for r in repo.reviews if r.pull_number == pull.number]
             return fake._page(request, [review_json(r, repo.full_name) for r in mine])

@@ -240,9 +240,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def check_run(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
-        run = repo.check_runs.get(request.path_params["check_run_id"])
-        if run is None:
-            raise HttpError(404, "Not Found")
+        run = found(repo.check_runs, request.path_params["check_run_id"])
         if request.method == "PATCH":
             apply_check_fields(run, data or {})
         return JSONResponse(j.check_run_json(urls, repo, run, fake._app()))

@@ -100,8 +100,9 @@ class Mirror:
         self._base_env = dict(env or {})
         self._lock = asyncio.Lock()
         self.worktree_lock = asyncio.Lock()
-        self._verified: tuple[int, int, int, int] | None = None
         """Serialises `git worktree add/remove/prune`: they write the mirror's shared config."""
+        self._verified: tuple[int, int, int, int] | None = None
+        """The config file's (inode, size, mtime, ctime) when `verify_config` last passed it."""
 
     def local_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """Env for git commands that do not talk to the remote (no token)."""

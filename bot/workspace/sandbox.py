@@ -16,12 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from bot.errors import SandboxViolation
-from bot.globs import is_denied as globs_deny
-
-
-def is_denied(rel: str, globs: Sequence[str]) -> bool:
-    """True when the relative posix path ``rel`` (or a directory above it) matches one of ``globs``."""
-    return globs_deny(rel, globs)
+from bot.globs import is_denied
 
 
 def _normalised(user_path: str) -> PurePosixPath:
