@@ -66,7 +66,7 @@ def parse_command(body: str | None, *, app_slug: str | None = None) -> Command |
     if name in ("retry", "skip"):
         ids = text.split()
         bad = [i for i in ids if not _STORY.match(i)]
-        if not ids or bad:
+        if (not ids and name == "skip") or bad:
             return Command(
                 name=name,
                 text=text,

@@ -201,6 +201,10 @@ class GatesConfig(_Section):
         2, ge=0, description="Retries of a story, with the gate output, after a failure."
     )
     integration: bool = Field(True, description="Run the gates again on the integrated result of each batch.")
+    strict: bool = Field(
+        False,
+        description="Configured gates must pass outright (not judged against the base like detected ones).",
+    )
 
     @model_validator(mode="after")
     def _check_unique_names(self) -> GatesConfig:

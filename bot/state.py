@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from bot.errors import StateError
 from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
+from bot.plan.baseline import BaseCheck
 
 PlanSource = Literal["prd-block", "llm", "plan-pr", "reflection"]
 
@@ -177,6 +178,9 @@ class PlanState(BaseModel):
     )
     setup_source: Literal["configured", "detected", "none"] = Field(
         default="none", description="Where the setup commands came from."
+    )
+    base_check: BaseCheck | None = Field(
+        default=None, description="Setup and gates on the unchanged base, run before the first story."
     )
     plan_pr_head: str | None = Field(
         default=None, description="The commit the bot pushed to the plan PR (later ones need a writer)."

@@ -60,7 +60,7 @@ def agent_script(tmp: Path, name: str, body: str) -> Path:
 
 def config_for(script: Path, extra: str = "") -> Any:
     """A repo config whose default agent is the script (run in the worktree)."""
-    gates = "" if "gates:" in extra else "gates:\n  detect: false\n"
+    gates = "" if "gates:" in extra else "gates:\n  detect: false\n  strict: true\n"
     return load_repo_config(
         f"""
 agent:
@@ -132,6 +132,6 @@ def prompt_logging_repo(
         REPO,
         ".github/plan-cascade.yml",
         f'agent:\n  default: script\n  commands:\n    script: "{script} {{prompt_file}} {{worktree}}"\n'
-        "  sandbox: none\ngates:\n  detect: false\n  max_retries: 0\n" + config,
+        "  sandbox: none\ngates:\n  detect: false\n  strict: true\n  max_retries: 0\n" + config,
     )
     return prompts

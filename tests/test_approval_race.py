@@ -35,7 +35,7 @@ async def h(tmp_path: Path):
             REPO,
             ".github/plan-cascade.yml",
             f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-            "  sandbox: none\ngates:\n  detect: false\n",
+            "  sandbox: none\ngates:\n  detect: false\n  strict: true\n",
         )
         harness.fake.add_issue(REPO, title="Rate limiting", body=PRD)
         harness.fake.set_permission(REPO, "maint", "maintain")

@@ -212,7 +212,7 @@ async def test_escape_3_bash_cannot_commit_a_denied_path(tmp_path: Path) -> None
     )
     prd = "version: 1\ntitle: One\nsummary: s\nstories:\n  - id: STORY-001\n    title: Write\n"
     prd += "    acceptance_criteria: [\"story-001.txt contains the line 'done'\"]\n"
-    config = config_for(script, "gates:\n  detect: false\n  max_retries: 1\n")
+    config = config_for(script, "gates:\n  detect: false\n  strict: true\n  max_retries: 1\n")
     run = make_run(tmp_path, remote, approved_state(prd), config, sandbox=Sandbox())
     await run.mirror.ensure()
     await run.mirror.fetch()

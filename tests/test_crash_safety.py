@@ -61,7 +61,7 @@ async def h(tmp_path: Path):
             REPO,
             ".github/plan-cascade.yml",
             f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-            "gates:\n  detect: false\n  custom:\n    - name: files\n"
+            "gates:\n  detect: false\n  strict: true\n  custom:\n    - name: files\n"
             '      command: "grep -q done story-*.txt"\n'
             # One story at a time: the death interrupts exactly the step under test, nothing else.
             "execution:\n  max_parallel: 1\n",
@@ -160,7 +160,7 @@ async def test_a_death_during_a_gate_does_not_run_that_storys_agent_again(tmp_pa
             ".github/plan-cascade.yml",
             "agent:\n  default: script\n  sandbox: none\n"
             f'  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-            "gates:\n  detect: false\n  custom:\n    - name: files\n"
+            "gates:\n  detect: false\n  strict: true\n  custom:\n    - name: files\n"
             f'      command: "while [ ! -f {release} ]; do sleep 0.05; done; grep -q done story-*.txt"\n',
         )
         h.fake.add_issue(REPO, title="Greetings", body=PRD)

@@ -52,7 +52,7 @@ async def h(tmp_path: Path):
             REPO,
             ".github/plan-cascade.yml",
             f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-            f"  sandbox: none\ngates:\n  detect: false\n  max_retries: 0\n  custom:\n"
+            f"  sandbox: none\ngates:\n  detect: false\n  strict: true\n  max_retries: 0\n  custom:\n"
             f"    - name: integrated\n      command: '{gate}'\n",
         )
         harness.broken, harness.gate_fails = broken, gate_fails

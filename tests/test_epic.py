@@ -182,7 +182,7 @@ async def test_a_child_runs_on_its_dependencies_merged_code_and_the_epic_keeps_a
             REPO,
             ".github/plan-cascade.yml",
             f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-            "  sandbox: none\ngates:\n  detect: false\nllm:\n  quality_review: false\n",
+            "  sandbox: none\ngates:\n  detect: false\n  strict: true\nllm:\n  quality_review: false\n",
         )
         h.fake.add_issue(
             REPO, title="Billing platform", body="A whole billing platform: data model, then API."

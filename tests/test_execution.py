@@ -56,7 +56,10 @@ stories:
 """
 
 WRITE_FILE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\n'
-GATE = 'gates:\n  detect: false\n  custom:\n    - name: files\n      command: "grep -q done story-*.txt"\n'
+GATE = (
+    "gates:\n  detect: false\n  strict: true\n  custom:\n    - name: files\n"
+    '      command: "grep -q done story-*.txt"\n'
+)
 
 
 async def test_parallel_stories_run_in_separate_worktrees(tmp_path: Path) -> None:
@@ -277,7 +280,7 @@ async def test_cost_limit_pauses_the_plan(tmp_path: Path) -> None:
     from bot.repoconfig import load_repo_config
 
     config = load_repo_config(
-        "agent:\n  default: builtin\n  sandbox: none\ngates:\n  detect: false\n"
+        "agent:\n  default: builtin\n  sandbox: none\ngates:\n  detect: false\n  strict: true\n"
         "execution:\n  max_parallel: 1\nlimits:\n  max_cost_usd: 2.0\n"
     )
     run = make_run(
@@ -383,7 +386,7 @@ async def test_the_tool_path_reaches_agents_and_gates(tmp_path: Path) -> None:
     script = agent_script(
         tmp_path, "uses-tool.sh", 'id=$(echo "$1" | tr A-Z a-z)\nhouse-tool > "$2/$id.txt"\n'
     )
-    gate = "gates:\n  detect: false\n  custom:\n    - name: tool\n      command: house-tool\n"
+    gate = "gates:\n  detect: false\n  strict: true\n  custom:\n    - name: tool\n      command: house-tool\n"
     remote = make_remote(tmp_path)
     prd = THREE_INDEPENDENT.split("  - id: STORY-002")[0]
     run = make_run(

@@ -36,7 +36,7 @@ WRITE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\n'
 def config(script: Path, extra: str = "") -> str:
     return (
         f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-        "  sandbox: none\ngates:\n  detect: false\n  custom:\n    - name: files\n"
+        "  sandbox: none\ngates:\n  detect: false\n  strict: true\n  custom:\n    - name: files\n"
         '      command: "grep -q done story-*.txt"\npublishing:\n  reviewers: [maint]\n' + extra
     )
 

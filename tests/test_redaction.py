@@ -64,7 +64,7 @@ async def test_a_secret_printed_by_a_gate_never_reaches_github(tmp_path: Path) -
     )
     config = (
         f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-        "gates:\n  detect: false\n  max_retries: 0\n  custom:\n    - name: leak\n"
+        "gates:\n  detect: false\n  strict: true\n  max_retries: 0\n  custom:\n    - name: leak\n"
         '      command: "cat leak.txt; exit 1"\n'
     )
     async with Harness(tmp_path, execute=True) as h:

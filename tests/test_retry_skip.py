@@ -66,7 +66,7 @@ async def h(tmp_path: Path):
             REPO,
             ".github/plan-cascade.yml",
             f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-            "  sandbox: none\ngates:\n  detect: false\n  max_retries: 0\n",
+            "  sandbox: none\ngates:\n  detect: false\n  strict: true\n  max_retries: 0\n",
         )
         harness.flag, harness.runs = flag, runs
         yield harness

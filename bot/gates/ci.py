@@ -165,7 +165,7 @@ def rollup_verdict(
             causes.append("agent error")
         else:
             causes.append(record.status.value)
-    bad = [n for n, c in integration.items() if c != "success"]
+    bad = [n for n, c in integration.items() if c not in ("success", "neutral")]
     if bad:
         causes.append("integration gates failed")
     if unmet:

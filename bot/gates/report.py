@@ -23,7 +23,8 @@ MAX_ANNOTATIONS = 500
 """Annotations sent per check run at most (10 requests), to spare the secondary rate limit."""
 CHECK_RUN_PREFIX = "plan-cascade"
 
-Conclusion = Literal["success", "failure", "timed_out"]
+Conclusion = Literal["success", "failure", "timed_out", "neutral"]
+Verdict = Literal["success", "failure", "neutral"]
 
 _LINE_SEEK = 200
 _FALLBACK_CHARS = str.maketrans({"`": "ˋ", "~": "˜"})
@@ -41,15 +42,26 @@ class GateResult(BaseModel):
     attempt: int = Field(
         default=1, ge=1, description="Which attempt of the story this run belongs to, from 1."
     )
+    judged: Verdict | None = Field(
+        default=None, description="The verdict against the plan's base (None: judged on its exit alone)."
+    )
+    judgement: str | None = Field(default=None, description="Why, in one line, when judged against the base.")
+
+    @property
+    def exited_ok(self) -> bool:
+        """True when the command exited 0 within its time limit."""
+        return self.exit_code == 0 and not self.timed_out
 
     @property
     def passed(self) -> bool:
-        """True when the command exited 0 within its time limit."""
-        return self.exit_code == 0 and not self.timed_out
+        """True when the gate does not hold the change back: it exited 0, or it is no worse than the base."""
+        return self.exited_ok if self.judged is None else self.judged != "failure"
 
 
 def conclusion(result: GateResult) -> Conclusion:
     """The check run's conclusion for `result`."""
+    if result.judged is not None:
+        return result.judged
     if result.timed_out:
         return "timed_out"
     return "success" if result.passed else "failure"
@@ -66,7 +78,9 @@ def _exit_status(result: GateResult) -> str:
 
 def check_title(result: GateResult) -> str:
     """One line: `test passed in 3.2 s`, `test failed (exit 2) on attempt 2`, `test timed out after 900 s`."""
-    if result.timed_out:
+    if result.judged == "neutral":
+        title = f"{result.name}: no worse than the base"
+    elif result.timed_out:
         title = f"{result.name} timed out after {result.duration_s:.0f} s"
     elif result.passed:
         title = f"{result.name} passed in {result.duration_s:.1f} s"
@@ -148,6 +162,7 @@ def check_output(
         f"- **Duration:** {result.duration_s:.1f} s",
         f"- **Attempt:** {result.attempt}",
         f"- **Annotations:** {len(annotations)}" + _annotations_note(len(annotations)),
+        *([f"- **Against the base:** {result.judgement}"] if result.judgement else []),
         "",
         "### Output",
         "",
@@ -181,7 +196,8 @@ def _gate_heading(result: GateResult) -> str:
             + (f"exit {result.exit_code}" if result.exit_code is not None else "no exit code")
             + ")"
         )
-    return f"### Gate {_inline_code(result.name)} {status}\nCommand: {_inline_code(result.command)}\n"
+    judged = f"Against the base: {result.judgement}\n" if result.judgement else ""
+    return f"### Gate {_inline_code(result.name)} {status}\nCommand: {_inline_code(result.command)}\n{judged}"
 
 
 def failure_feedback(results: Sequence[GateResult], *, limit_chars: int = 12000) -> str:

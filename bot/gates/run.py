@@ -61,8 +61,13 @@ async def run_gates(
     started: GateStarted,
     finished: GateFinished,
     confinement: Confinement | None,
+    judge: Callable[[GateResult], GateResult] | None = None,
 ) -> list[GateResult]:
-    """Run every gate in order (all of them, so the agent sees every failure at once)."""
+    """Run every gate in order (all of them, so the agent sees every failure at once).
+
+    `judge` gives each result its verdict against the plan's base before it is reported; a gate
+    that does not hold the change back is reported without annotations.
+    """
     results = []
     for spec in specs:
         handle = await started(spec)
@@ -74,6 +79,10 @@ async def run_gates(
             attempt=attempt,
             confinement=confinement,
         )
+        if judge is not None:
+            result = judge(result)
+            if result.passed:
+                annotations = []
         await finished(spec, handle, result, annotations)
         results.append(result)
     return results

@@ -254,10 +254,11 @@ async def _retry_or_skip(session: Session, cmd: Command, author: Author, *, skip
             )
         if skip:
             state = resume(state, skip=cmd.stories, actor=actor)
-        else:
-            state = resume(state, retry=cmd.stories, actor=actor)
+        else:  # a bare `retry`: every failed story (and a base check that failed, first)
+            failed = [sid for sid, record in state.stories.items() if record.status == StoryStatus.FAILED]
+            state = resume(state, retry=cmd.stories or failed, actor=actor)
         return transition(
-            state, PlanStatus.RUNNING, at=at, note=f"{name} {' '.join(cmd.stories)} by @{actor}"
+            state, PlanStatus.RUNNING, at=at, note=f"{name} {' '.join(cmd.stories) or 'all'} by @{actor}"
         )
 
     try:

@@ -126,10 +126,16 @@ class LocalReporter:
     ) -> None:
         """Passed or failed, how long it took, and the last line of a failure's output."""
         took = f"{result.duration_s:.1f}s"
+        if result.judged == "neutral":
+            note = f"  ○ {scope} {gate.name} no worse than the base in {took}: {result.judgement}"
+            self._print(Text(note, style="yellow"))
+            return
         if result.passed:
             self._print(Text(f"  ✓ {scope} {gate.name} passed in {took}", style="green"))
             return
         why = "timed out" if result.timed_out else f"exit {result.exit_code}"
+        if result.judgement:
+            why += f"; {result.judgement}"
         tail = next((line for line in reversed(result.output.splitlines()) if line.strip()), "")
         self._print(
             Text(f"  ✗ {scope} {gate.name} failed ({why}) in {took}: {tail[-OUTPUT_TAIL:]}", style="red")

@@ -12,10 +12,15 @@ import functools
 import logging
 from typing import Any
 
+from bot.gates.report import fenced_tail
+from bot.orchestration.basecheck import check_base, needs_base_check
 from bot.orchestration.run import BudgetExceeded, Run, RunSuperseded, batch_base
 from bot.orchestration.scheduler import in_scope, outcome, runnable, shared_files
 from bot.orchestration.story import run_story
+from bot.plan.baseline import BaseCheck
 from bot.state import PlanState, PlanStatus, StoryStatus, skip_dependents, transition
+
+SETUP_COMMENT_CHARS = 6000
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,10 @@ async def _execute(run: Run) -> PlanState:
         log.info("plan is %s: nothing to execute", run.state.status.value)
         return run.state
     await run.mirror.fetch()  # clones (and fetches) a missing mirror, else fetches once
+    if needs_base_check(run):
+        check = await check_base(run)
+        if check.setup_failed:
+            return await _stop_for_base_setup(run, check)
     batches = run.state.batches_ids()
     for number, ids in enumerate(batches, start=1):
         if run.cancel.is_set():
@@ -144,6 +153,25 @@ async def _pause_for_budget(run: Run) -> PlanState:
         important=True,
     )
     await run.say("cost-paused", messages.cost_paused(state, run.config.limits.max_cost_usd))
+    return state
+
+
+async def _stop_for_base_setup(run: Run, check: BaseCheck) -> PlanState:
+    """Setup fails on the unchanged base: the plan stops before any agent runs, said once."""
+    from bot.rendering import messages
+
+    label = check.base_label or check.base_sha[:7]
+    note = f"setup fails on {label}: no story ran; fix it, then `retry`"
+    state = await run.update(
+        lambda s: transition(s, PlanStatus.FAILED, at=run.clock(), note=note), important=True
+    )
+    output = fenced_tail(check.setup_output, budget=SETUP_COMMENT_CHARS)
+    await run.say(
+        f"base-setup-{check.key[:12]}",
+        messages.base_setup_failed(
+            label=label, commands=fenced_tail("\n".join(run.state.setup), budget=4000), output=output
+        ),
+    )
     return state
 
 

@@ -96,6 +96,7 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         return None
     caches = cache_root(run)
     env = {**tool_env(run, wt, home), "UV_PYTHON_INSTALL_DIR": str(caches / "uv-python")}
+    env["UV_VENV_CLEAR"] = "1"  # setup again in the same worktree (after a story's change) starts clean
     env.update(run.sandbox.setup_env)
     uv = uv_program(run.tool_path)
     if uv is not None:  # uv comes with Plan Cascade: setup finds it after the tools of the PATH
@@ -139,8 +140,21 @@ async def report_setup(run: Run, result: GateResult, *, scope: str, head: str) -
     )
 
 
-def setup_failure(result: GateResult) -> str:
+def setup_failure(result: GateResult, *, agent_ran: bool = False) -> str:
     """The story's failure reason for a failed setup, with the output's tail."""
     why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
     tail = result.output.strip()[-1500:]
+    if agent_ran:
+        return f"{SETUP_FAILED} ({why}) after the story's change, though it passes on the base.\n{tail}"
     return f"{SETUP_FAILED} ({why}): the agent was not run, the environment could not be prepared.\n{tail}"
+
+
+def setup_feedback(result: GateResult) -> str:
+    """What the agent reads when setup passes on the base but fails in its worktree."""
+    why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
+    return (
+        f"The environment setup ({why}) fails in this worktree, though it passes on the unchanged base: "
+        "a change here (a manifest, a dependency, the package layout) broke it. Fix that as part of "
+        "the story; the setup commands run again after your change.\n"
+        f"Setup commands:\n{result.command}\n\nTheir output's tail:\n{result.output.strip()[-4000:]}"
+    )

@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.agent.base import AgentResult, AgentTask, Phase
 from bot.agent.prompt import story_prompt
 from bot.agent.repomap import repo_map
 from bot.errors import AgentError, WorkspaceError
+from bot.gates.baseline import judge
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, conclusion, failure_feedback
 from bot.gates.run import run_gates
+from bot.orchestration.envcopy import reuse_base_environment, setup_files_changed
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
@@ -24,6 +27,7 @@ from bot.orchestration.setup import (
     protected,
     report_setup,
     setup_failure,
+    setup_feedback,
     setup_variables,
     shared_dirs,
     tool_env,
@@ -52,6 +56,18 @@ def gate_specs(run: Run, story: Story, root: Path) -> list[GateSpec]:
     )
 
 
+def base_judge(run: Run, root: Path) -> Callable[[GateResult], GateResult] | None:
+    """How results in the worktree at `root` are judged against the plan's base check (None: not)."""
+    check = run.state.base_check
+    if check is None or check.setup_failed:
+        return None
+
+    def judged(result: GateResult) -> GateResult:
+        return judge(result, check.gate(result.name), root=str(root), label=check.base_label or "the base")
+
+    return judged
+
+
 async def run_story(
     run: Run, story_id: str, base_ref: str, *, phase: Phase = "implementation", feedback: str | None = None
 ) -> None:
@@ -76,10 +92,18 @@ async def run_story(
         worktree = await add_worktree(
             run.mirror, branch=branch, base_ref=base_ref, path=path, reset=done is None
         )
-        setup = await prepare(run, worktree, home)
+        setup = await reuse_base_environment(run, worktree) if run.state.setup else None
+        if setup is None:
+            setup = await prepare(run, worktree, home)
+        setup_head = await head_sha(worktree)
         if setup is not None and not setup.passed:
-            await _setup_failed(run, story_id, setup, head=await head_sha(worktree))
-            return
+            if not _setup_passes_on_base(run):
+                await _setup_failed(run, story_id, setup, head=setup_head)
+                return
+            # It passes on the base: what this story starts from broke it, and the agent can fix it.
+            log.info("%s: setup fails here but passes on the base: the agent is told", story_id)
+            await report_setup(run, setup, scope=story_id, head=setup_head)
+            feedback = "\n\n".join(f for f in (feedback, setup_feedback(setup)) if f)
         await _attempts(
             run,
             story,
@@ -92,6 +116,7 @@ async def run_story(
             feedback=feedback,
             committed=done,
             setup=setup,
+            setup_head=setup_head,
         )
     except (WorkspaceError, AgentError) as exc:
         log.warning("story %s failed: %s", story_id, exc.message)
@@ -99,6 +124,11 @@ async def run_story(
     finally:
         run.protected.pop(path, None)
         await cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home)
+
+
+def _setup_passes_on_base(run: Run) -> bool:
+    check = run.state.base_check
+    return check is not None and check.setup == "success"
 
 
 async def _setup_failed(run: Run, story_id: str, result: GateResult, *, head: str) -> None:
@@ -145,11 +175,14 @@ async def _attempts(
     feedback: str | None = None,
     committed: str | None = None,
     setup: GateResult | None = None,
+    setup_head: str | None = None,
 ) -> None:
     """Agent, commit, push, gates; again with the failure fed back, up to `gates.max_retries`.
 
     With `committed` (a resumed story's existing commit) the first round skips the agent.
-    `setup` (the worktree's passed setup) is reported beside the gates of each commit.
+    `setup` (the worktree's setup, run on `setup_head`) is reported beside the gates of each
+    commit; it runs again on a commit that changed a file it reads (or when it failed), and a
+    setup the story broke is fed back to the agent like a failed gate.
     """
     max_attempts = 1 + run.config.gates.max_retries
     attempt = start
@@ -205,6 +238,14 @@ async def _attempts(
         if sha is not None and run.push:
             await _push(run, wt.branch, head)
             await run.reached("pushed", story.id)
+        if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
+            setup, setup_head = await prepare(run, wt, home), head
+            if setup is not None and not setup.passed:
+                gates = run.state.stories[story.id].gates
+                await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
+                await report_setup(run, setup, scope=story.id, head=head)
+                feedback = setup_feedback(setup)
+                continue
         if setup is not None:  # each commit's checks show the environment its gates ran in
             gates = run.state.stories[story.id].gates
             await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
@@ -225,17 +266,17 @@ async def _attempts(
             return
         feedback = failure_feedback(failed)
     names = _failed_gates(run, story)
-    await run.story(
-        story.id,
-        important=True,
-        status=StoryStatus.FAILED,
-        reason=f"gates still failing after {attempt} attempt(s): {names}",
-    )
+    reason = f"gates still failing after {attempt} attempt(s): {names}"
+    if setup is not None and not setup.passed:
+        reason = setup_failure(setup, agent_ran=True)
+    await run.story(story.id, important=True, status=StoryStatus.FAILED, reason=reason)
 
 
 def _failed_gates(run: Run, story: Story) -> str:
     gates = run.state.stories[story.id].gates
-    return ", ".join(sorted(name for name, c in gates.items() if c != "success")) or "agent did not finish"
+    return ", ".join(sorted(name for name, c in gates.items() if c not in ("success", "neutral"))) or (
+        "agent did not finish"
+    )
 
 
 async def _run_agent(
@@ -322,6 +363,7 @@ async def _gates(
         started=started,
         finished=finished,
         confinement=await gate_confinement(run, wt, home),
+        judge=base_judge(run, wt.path),
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from bot.agent.readonly import GitTree, Investigation, ReadOnlyLimits, Unfinished, investigate
 from bot.errors import AgentError, WorkspaceError
+from bot.gates.report import conclusion
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import story_branch
 from bot.publishing.batch import BatchOutcome, PushHead, merge_batch
@@ -103,7 +104,7 @@ async def review_batch(run: Run, batch: int, outcome: BatchOutcome) -> BatchRevi
     ).stdout
     review = BatchReview(outcome.head_sha, diff=diff)
     gates = {sid: dict(run.state.stories[sid].gates) for sid in outcome.merged}
-    gates["integration"] = {r.name: ("success" if r.passed else "failure") for r in outcome.integration}
+    gates["integration"] = {r.name: conclusion(r) for r in outcome.integration}
     prompt = review_prompt(run.state, outcome.merged, diff=diff, gates=gates)
     tree = GitTree(run.mirror.git, outcome.head_sha)
     try:

@@ -161,7 +161,7 @@ async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> l
     from bot.gates.detect import GateSpec
     from bot.gates.run import run_gates
     from bot.orchestration.setup import gate_confinement, prepare, report_setup, tool_env
-    from bot.orchestration.story import gate_specs
+    from bot.orchestration.story import base_judge, gate_specs
 
     root = wt.path
     specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
@@ -193,4 +193,5 @@ async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> l
         started=started,
         finished=finished,
         confinement=await gate_confinement(run, wt, home),
+        judge=base_judge(run, root),
     )

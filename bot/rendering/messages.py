@@ -221,3 +221,8 @@ def hands_off(branch: str) -> str:
         f"Someone else pushed to `{branch}`, so Plan Cascade stops touching this branch; it never "
         "overwrites human work. Continue by hand, or delete the branch to let the bot publish again."
     )
+
+
+def base_setup_failed(*, label: str, commands: str, output: str) -> str:
+    """Setup fails on the plan's unchanged base: nothing ran; `commands` and `output` come fenced."""
+    return _render("base_setup_failed", label=label, commands=commands, output=output)

@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.errors import PlanValidationError
 from bot.plan import short_hash
+from bot.plan.baseline import summary_line
 from bot.rendering.env import mermaid_id, mermaid_label, template_env
 from bot.rendering.estimate import ExecutionEstimate
 from bot.state import PlanState, PlanStatus, StoryStatus, totals
@@ -173,6 +174,7 @@ def _context(
     graph = mermaid_flowchart(state)
     return {
         "state": state,
+        "base_line": summary_line(state.base_check, labelled=False) if state.base_check else None,
         "marker": PLAN_MARKER,
         "badge": PLAN_BADGE[state.status],
         "short": short_hash(state.plan_hash),

@@ -46,7 +46,7 @@ def repo_config(script: Path, extra: str = "", *, gates: str = "") -> str:
     return (
         "agent:\n  default: script\n  commands:\n"
         f'    script: "{script} {{story_id}} {{worktree}}"\n  sandbox: none\n'
-        "gates:\n  detect: false\n" + gates + extra
+        "gates:\n  detect: false\n  strict: true\n" + gates + extra
     )
 
 

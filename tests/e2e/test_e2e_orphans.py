@@ -51,7 +51,7 @@ def test_an_agent_dies_with_the_server_and_never_writes_into_the_resumed_run(tmp
         REPO,
         ".github/plan-cascade.yml",
         f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-        "gates:\n  detect: false\n",
+        "gates:\n  detect: false\n  strict: true\n",
     )
     fake.add_issue(REPO, title="Lines", body=PRD)
     server = {

@@ -110,7 +110,7 @@ def make_world(tmp_path: Path, *, extra_env: dict[str, str] | None = None) -> It
         REPO,
         ".github/plan-cascade.yml",
         f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
-        "  sandbox: none\ngates:\n  detect: false\n  custom:\n    - name: files\n"
+        "  sandbox: none\ngates:\n  detect: false\n  strict: true\n  custom:\n    - name: files\n"
         '      command: "grep -q done story-*.txt"\n',
     )
     with (

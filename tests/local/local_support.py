@@ -25,7 +25,7 @@ def make_user_repo(tmp: Path, *, config: str | None = None, name: str = "project
     return repo
 
 
-def script_config(script: Path, gates: str = "gates:\n  detect: false\n") -> str:
+def script_config(script: Path, gates: str = "gates:\n  detect: false\n  strict: true\n") -> str:
     """A repo config whose only agent is the script (`$1` story id, `$2` worktree)."""
     return (
         f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'

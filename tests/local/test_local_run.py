@@ -87,7 +87,7 @@ def test_a_failing_gate_is_retried_then_its_dependents_are_skipped(
     )
     script, calls = _counting_agent(tmp_path, body)
     repo = make_user_repo(
-        tmp_path, config=script_config(script, "gates:\n  detect: false\n  max_retries: 1\n")
+        tmp_path, config=script_config(script, "gates:\n  detect: false\n  strict: true\n  max_retries: 1\n")
     )
     prd_file = tmp_path / "prd.yaml"
     prd_file.write_text(prd([("STORY-001", []), ("STORY-002", ["STORY-001"]), ("STORY-003", [])]))

@@ -72,6 +72,11 @@ def _cancelled() -> str:
 
 MESSAGES: dict[str, Callable[[], str]] = {
     "help": lambda: messages.help_text("plan-cascade-bot", "plan-cascade"),
+    "base_setup_failed": lambda: messages.base_setup_failed(
+        label="main@abc1234",
+        commands="```\nuv venv -q .venv && uv pip install -q -e . && echo @octocat <b>\n```",
+        output="```\nerror: Multiple top-level packages discovered in a flat-layout\n```",
+    ),
     "permission_denied_read": lambda: messages.permission_denied("mallory", "read", approvers=[]),
     "permission_denied_approvers": lambda: messages.permission_denied(
         "carol", "write", approvers=["alice", "bob"]
@@ -118,14 +123,14 @@ def test_message_snapshot(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(MESSAGES))
 def test_no_message_pings_anyone(name: str) -> None:
-    text = re.sub(r"(`+).*?\1", "", MESSAGES[name]())
+    text = re.sub(r"(`+).*?\1", "", MESSAGES[name](), flags=re.S)  # code (inline or fenced) pings nobody
     assert not re.search(r"@[A-Za-z0-9]", text)
 
 
 def test_help_lists_every_command() -> None:
     text = messages.help_text(None, "needs-plan")
     commands = ["plan [notes]", "approve", "approve batch N", "approve STORY-…", "revise <feedback>"]
-    commands += ["cancel", "status", "retry STORY-…", "skip STORY-…", "fix <feedback>", "help"]
+    commands += ["cancel", "status", "retry [STORY-…]", "skip STORY-…", "fix <feedback>", "help"]
     for command in commands:
         assert f"| `/plan-cascade {command}` |" in text
     assert "`needs-plan` label" in text

@@ -1,0 +1,135 @@
+"""The base check: setup and every gate once on the plan's unchanged base, before the first story.
+
+A gate that already fails on the default branch says nothing about a story; setup that fails
+there is nobody's story's fault. So before any agent runs, the plan's setup and gates run in
+a worktree of the base, in the same sandbox as a story's, and what they showed is kept in the
+plan state (`base_check`), keyed by the base commit, the setup commands and the gate commands:
+a resumed or retried plan on the same base does not run it again.
+
+- Setup fails on the base: the plan stops before any agent runs (`/plan-cascade retry` after
+  a fix tries again).
+- A gate fails on the base: stories are judged against it (`gates.baseline.judge`).
+- `gates.strict: true`: configured gates are not run here, so they must pass outright;
+  detected gates are always judged against the base.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+from bot.gates.baseline import base_gate
+from bot.gates.detect import GateSpec, gates_from_config
+from bot.gates.run import run_gate
+from bot.orchestration.envcopy import keep_base_environment
+from bot.orchestration.run import Run, batch_base
+from bot.orchestration.setup import gate_confinement, prepare, tool_env
+from bot.orchestration.story import cleanup
+from bot.plan.baseline import BaseCheck
+from bot.state import StoryStatus
+from bot.workspace.worktree import Worktree, add_worktree
+
+log = logging.getLogger(__name__)
+SETUP_TAIL_CHARS = 3000
+
+
+def base_specs(run: Run, root: Path) -> list[GateSpec]:
+    """The gates judged against the base: all of them, or only detected ones with `gates.strict`."""
+    g = run.config.gates
+    configured = {"typecheck": g.typecheck, "test": g.test, "lint": g.lint}
+    specs = gates_from_config(
+        typecheck=g.typecheck,
+        test=g.test,
+        lint=g.lint,
+        custom=[(c.name, c.command) for c in g.custom],
+        detect=g.detect,
+        root=root,
+        verification=None,
+        timeout_seconds=g.timeout_seconds,
+    )
+    if not g.strict:
+        return specs
+    return [s for s in specs if s.kind in configured and configured[s.kind] is None]
+
+
+def check_key(base_sha: str, setup: list[str], specs: list[GateSpec]) -> str:
+    """What a base check depends on: the commit, the setup commands, the gate commands."""
+    data = json.dumps([base_sha, setup, [[s.name, s.command] for s in specs]])
+    return hashlib.sha256(data.encode()).hexdigest()[:32]
+
+
+def needs_base_check(run: Run) -> bool:
+    """Stories still to run here (not on another runner), with something to check."""
+    if run.story_runner is not None:
+        return False  # another machine runs the stories (the Actions backend): it has the tools
+    waiting = (StoryStatus.PENDING, StoryStatus.RUNNING)
+    return any(record.status in waiting for record in run.state.stories.values())
+
+
+async def check_base(run: Run) -> BaseCheck:
+    """The plan's base check: the cached one when its key still holds, else run and saved."""
+    ref = batch_base(run, 1)
+    base_sha = await run.mirror.resolve(ref)
+    label = f"{run.base_branch}@{base_sha[:7]}"
+    cached = run.state.base_check
+    path = run.work_root / "base-check"
+    home = run.work_root / ".home-base-check"
+    branch = f"{run.branch_prefix}/base-check"
+    if cached is not None and cached.base_sha == base_sha and not cached.setup_failed:
+        # Same commit and setup: the same gates are detected there, with the same results.
+        if cached.key == check_key(base_sha, run.state.setup, _cached_specs(run, cached)):
+            log.info("%s: base check of %s is cached", run.state.key, label)
+            return cached
+    home.mkdir(parents=True, exist_ok=True)
+    worktree = Worktree(path=path, branch=branch, mirror=run.mirror)
+    try:
+        worktree = await add_worktree(run.mirror, branch=branch, base_ref=base_sha, path=path, reset=True)
+        check = await _run_check(run, worktree, home, base_sha=base_sha, label=label)
+    finally:
+        await cleanup(worktree, home)
+    await run.update(lambda s: s.model_copy(update={"base_check": check}), important=True)
+    return check
+
+
+def _cached_specs(run: Run, cached: BaseCheck) -> list[GateSpec]:
+    return [GateSpec(name=g.name, kind="custom", command=g.command) for g in cached.gates]
+
+
+async def _run_check(run: Run, wt: Worktree, home: Path, *, base_sha: str, label: str) -> BaseCheck:
+    specs = base_specs(run, wt.path)
+    check = BaseCheck(
+        key=check_key(base_sha, run.state.setup, specs),
+        base_sha=base_sha,
+        base_label=label,
+        checked_at=run.clock(),
+    )
+    setup = await prepare(run, wt, home)
+    if setup is not None:
+        if not setup.passed:
+            log.warning("%s: setup fails on %s (exit %s)", run.state.key, label, setup.exit_code)
+            return check.model_copy(
+                update={
+                    "setup": "timed_out" if setup.timed_out else "failure",
+                    "setup_output": setup.output.strip()[-SETUP_TAIL_CHARS:],
+                }
+            )
+        check = check.model_copy(update={"setup": "success"})
+    confinement = await gate_confinement(run, wt, home)
+    env = tool_env(run, wt, home)
+    gates = []
+    for spec in specs:
+        result, _ = await run_gate(
+            spec,
+            cwd=wt.path,
+            env=env,
+            default_timeout=run.config.gates.timeout_seconds,
+            attempt=1,
+            confinement=confinement,
+        )
+        gates.append(base_gate(result, root=str(wt.path)))
+        log.info("%s: %s on %s: %s", run.state.key, spec.name, label, gates[-1].conclusion)
+    if setup is not None:  # after the gates, which ran in it: the stories get copies
+        await keep_base_environment(run, wt, output=setup.output)
+    return check.model_copy(update={"gates": gates})

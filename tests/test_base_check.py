@@ -1,0 +1,157 @@
+"""Stories are judged against the base (issue #26): setup and gates run once on the unchanged
+base before the first story, a gate that fails there holds a story back only by new failures,
+setup that fails there stops the plan before any agent, and setup a story breaks is the
+agent's to fix. Real git, real mypy and pytest, the sandbox, the in-package fake GitHub.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.state import PlanStatus, StoryStatus
+from bot.state_block import decode_state
+from tests.execution_support import agent_script, git, make_remote
+from tests.harness import REPO, Harness, commented
+from tests.test_publishing import PRD
+from tests.test_setup_env import check_runs
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+TOOLS = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+"""The test interpreter's own bin first: mypy and pytest come from the dev extras."""
+
+CONFIG = """agent:
+  default: script
+  commands:
+    script: "{script} {{story_id}} {{worktree}} {{prompt_file}}"
+{extra}"""
+
+STRICT_PROJECT = {
+    "README.md": "# calc\n",
+    "pyproject.toml": "[tool.mypy]\nstrict = true\n\n"
+    '[tool.pytest.ini_options]\naddopts = "-p no:cacheprovider"\n',
+    ".gitignore": ".mypy_cache/\n",
+    "calc/__init__.py": "def add(a, b):\n    return a + b\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+}
+
+
+async def plan_and_run(h: Harness, tmp_path: Path, files: dict[str, str], *, agent: str, extra: str) -> Path:
+    """A repository of `files`, a three-story plan approved, its stories run by the `agent` script."""
+    remote = make_remote(tmp_path, {**files, ".github/plan-cascade.yml": ""})
+    calls = tmp_path / "calls.txt"
+    script = agent_script(
+        tmp_path, "agent.sh", f'id=$(echo "$1" | tr A-Z a-z)\necho "$1" >> {calls}\n{agent}'
+    )
+    seed = tmp_path / "seed"
+    (seed / ".github" / "plan-cascade.yml").write_text(CONFIG.format(script=script, extra=extra))
+    git("commit", "-qam", "config", cwd=seed)
+    git("push", "-q", str(remote), "main", cwd=seed)
+    h.fake.repo(REPO).clone_url = f"file://{remote}"
+    h.fake.set_permission(REPO, "maint", "maintain")
+    h.fake.add_issue(REPO, title="Greetings", body=PRD)
+    await h.deliver("issue_comment", commented(number=1, body="/plan-cascade plan", user="maint"))
+    await h.drain()
+    await h.deliver(
+        "issue_comment", commented(number=1, body="/plan-cascade approve", user="maint", association="MEMBER")
+    )
+    await h.drain()
+    return calls
+
+
+@needs_bwrap
+async def test_a_gate_failing_on_the_base_is_neutral_unless_the_story_adds_a_failure(tmp_path: Path) -> None:
+    """Strict mypy fails on main: an unchanged story gets a neutral typecheck, a new type error fails."""
+    agent = (
+        'echo done > "$2/$id.txt"\n'
+        'if [ "$1" = STORY-002 ]; then printf \'x: int = "one"\\n\' > "$2/calc/bad.py"; fi\n'
+    )
+    extra = "setup: []\ngates:\n  max_retries: 0\n"
+    async with Harness(tmp_path, execute=True, PLAN_CASCADE_TOOL_PATH=TOOLS) as h:
+        await plan_and_run(h, tmp_path, STRICT_PROJECT, agent=agent, extra=extra)
+        plan = h.plan_comments(1)[0].body
+        state = decode_state(plan)
+        assert state is not None and state.base_check is not None
+        base = {g.name: g for g in state.base_check.gates}
+        assert set(base) == {"typecheck", "test"}
+        assert base["typecheck"].conclusion == "failure" and base["typecheck"].failures
+        assert base["test"].conclusion == "success"
+        assert "**Base:** checked on `main@" in plan and "typecheck ✗" in plan and "test ✓" in plan
+
+        first, second = state.stories["STORY-001"], state.stories["STORY-002"]
+        assert first.status == StoryStatus.PASSED, first.reason
+        assert first.gates == {"typecheck": "neutral", "test": "success"}
+        assert second.status == StoryStatus.FAILED
+        assert second.gates["typecheck"] == "failure" and second.gates["test"] == "success"
+        runs = check_runs(h)
+        [neutral] = runs["plan-cascade / STORY-001 / typecheck"]
+        assert neutral.conclusion == "neutral"
+        assert "not held against the story" in neutral.output["summary"]
+        [failed] = runs["plan-cascade / STORY-002 / typecheck"]
+        assert failed.conclusion == "failure"
+        assert "1 failure(s) not on main@" in failed.output["summary"]
+        assert "calc/bad.py" in failed.output["summary"]
+
+
+async def test_setup_failing_on_the_base_stops_the_plan_before_any_agent_and_retry_checks_again(
+    tmp_path: Path,
+) -> None:
+    setup = "setup:\n  - \"test -f ready.txt || { echo 'E: no such package libfoo' >&2; exit 3; }\"\n"
+    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SANDBOX="off") as h:  # the agent logs its calls
+        calls = await plan_and_run(
+            h, tmp_path, {"README.md": "# demo\n"}, agent='echo done > "$2/$id.txt"\n', extra=setup
+        )
+        state = decode_state(h.plan_comments(1)[0].body)
+        assert state is not None and state.status == PlanStatus.FAILED
+        assert state.base_check is not None and state.base_check.setup == "failure"
+        assert all(s.status == StoryStatus.PENDING and s.attempts == 0 for s in state.stories.values())
+        assert not calls.exists(), "an agent ran although setup fails on the base"
+        notices = [c for c in h.comments(1) if "unchanged base" in c]
+        assert len(notices) == 1 and "no such package libfoo" in notices[0]
+        assert "/plan-cascade retry" in notices[0]
+
+        seed = tmp_path / "seed"  # the maintainer fixes the project on main, then retries
+        (seed / "ready.txt").write_text("yes\n")
+        git("add", "ready.txt", cwd=seed)
+        git("commit", "-qm", "ready", cwd=seed)
+        git("push", "-q", str(tmp_path / "remote.git"), "main", cwd=seed)
+        await h.deliver(
+            "issue_comment",
+            commented(number=1, body="/plan-cascade retry", user="maint", association="MEMBER"),
+        )
+        await h.drain()
+        state = decode_state(h.plan_comments(1)[0].body)
+        assert state is not None and state.base_check is not None and state.base_check.setup == "success"
+        assert state.status == PlanStatus.COMPLETED, state.note
+        assert sorted(calls.read_text().split()) == ["STORY-001", "STORY-002", "STORY-003"]
+
+
+async def test_setup_a_story_breaks_is_fed_back_to_its_agent_which_fixes_it(tmp_path: Path) -> None:
+    """Setup passes on the base; the first attempt breaks a manifest; the agent reads why and fixes it."""
+    setup = (
+        'setup:\n  - "if grep -q BROKEN requirements.txt; then '
+        "echo 'E: bad requirement BROKEN' >&2; exit 3; fi\"\n"
+        "gates:\n  max_retries: 1\n"
+    )
+    agent = (
+        'echo done > "$2/$id.txt"\n'
+        'if [ "$1" = STORY-001 ]; then\n'
+        '  if grep -q "bad requirement BROKEN" "$3"; then sed -i /BROKEN/d "$2/requirements.txt"\n'
+        '  else echo BROKEN >> "$2/requirements.txt"; fi\n'
+        "fi\n"
+    )
+    files = {"README.md": "# demo\n", "requirements.txt": "# none\n"}
+    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SANDBOX="off") as h:  # the agent logs its calls
+        calls = await plan_and_run(h, tmp_path, files, agent=agent, extra=setup)
+        state = decode_state(h.plan_comments(1)[0].body)
+        assert state is not None
+        first = state.stories["STORY-001"]
+        assert first.status == StoryStatus.PASSED, first.reason
+        assert first.attempts == 2
+        assert calls.read_text().split().count("STORY-001") == 2
+        setups = check_runs(h)["plan-cascade / STORY-001 / setup"]
+        assert [r.conclusion for r in setups] == ["failure", "success"]
+        assert state.status == PlanStatus.COMPLETED
