@@ -143,3 +143,30 @@ async def test_ci_text_reaches_the_agent_fenced_and_sanitised(h: Harness) -> Non
     assert prompt.index("REVIEWER NOTE") > fence and prompt.index("Coverage dropped") > fence
     assert prompt.index("Build failed") > fence
     assert "FAILED tests/test_calc.py::test_add" in prompt[fence:]
+
+
+async def test_another_apps_suite_wakes_the_loop_only_for_a_pull_request_of_this_repository(
+    h: Harness,
+) -> None:
+    head = _head(h)
+    check = FakeCheckRun(
+        next(h.fake._ids), "coverage", head, status="completed", conclusion="failure", app_slug="coverbot"
+    )
+    check.output, check.completed_at = {"title": "FAILED calc.py coverage"}, now_iso()
+    h.fake.repo(REPO).check_runs[check.id] = check
+    payload: dict[str, Any] = copy.deepcopy(load_fixture("check_suite.completed.1"))
+    payload["repository"].update({"full_name": REPO, "name": REPO.split("/")[1], "default_branch": "main"})
+    payload["installation"] = {"id": INSTALLATION}
+    payload["check_suite"].update({"head_branch": BRANCH, "head_sha": head, "conclusion": "failure"})
+    payload["check_suite"]["app"] = {"id": 77, "slug": "coverbot", "name": "Coverbot"}
+    payload["check_suite"]["pull_requests"] = []  # a fork's suite: no pull request of ours listed
+    await h.deliver("check_suite", payload)
+    await h.drain(timeout=180)
+    assert len(_agent_runs(h)) == 1
+    assert not any("plan-cascade:ci batch-1" in c.body for c in h.fake.comments(REPO, _pull(h).number))
+    side = {"id": h.fake.repo(REPO).id, "url": f"http://github.test/repos/{REPO}", "name": "hello-world"}
+    pull = {"url": "", "id": 1, "number": _pull(h).number, "head": {"ref": BRANCH, "sha": head, "repo": side}}
+    payload["check_suite"]["pull_requests"] = [{**pull, "base": {"ref": "main", "sha": head, "repo": side}}]
+    await h.deliver("check_suite", payload)
+    await h.drain(timeout=180)
+    assert len(_agent_runs(h)) == 2 and "coverage" in _ci_comment(h)
