@@ -19,7 +19,7 @@ import pytest
 
 from bot.testing.deliveries import load_fixture
 from bot.testing.fake_github_actions import ACTIONS_APP, add_workflow_run
-from bot.testing.fake_github_forks import open_fork_pull, workflow_run_event
+from bot.testing.fake_github_forks import open_fork_pull, pull_request_event, workflow_run_event
 from bot.testing.fake_github_model import FakeCheckRun, FakeStatus, now_iso
 from tests.harness import INSTALLATION, REPO, Harness
 from tests.test_ci_loop import BRANCH, RUNNER_LOST, _agent_runs, _ci_comment, _head, _pull, ci_harness
@@ -170,3 +170,20 @@ async def test_another_apps_suite_wakes_the_loop_only_for_a_pull_request_of_this
     await h.deliver("check_suite", payload)
     await h.drain(timeout=180)
     assert len(_agent_runs(h)) == 2 and "coverage" in _ci_comment(h)
+
+
+async def test_a_review_on_a_fork_pr_named_like_the_batch_sends_no_agent(h: Harness) -> None:
+    head = _head(h)
+    fork = open_fork_pull(h.fake, REPO, fork=FORK, head_ref=BRANCH, head_sha=head, title="Looks like ours")
+    review: dict[str, Any] = copy.deepcopy(load_fixture("pull_request_review.submitted.1"))
+    review["repository"].update({"full_name": REPO, "default_branch": "main"})
+    review["installation"] = {"id": INSTALLATION}
+    review["review"].update(
+        {"state": "changes_requested", "author_association": "MEMBER", "id": 79, "body": "Rename it"}
+    )
+    review["review"]["user"].update({"login": "maint", "type": "User"})
+    review["pull_request"] = pull_request_event(h.fake, REPO, fork.number)["pull_request"]
+    await h.deliver("pull_request_review", review)
+    await h.drain(timeout=180)
+    assert len(_agent_runs(h)) == 1 and _head(h) == head
+    assert "not batch 1's" in h.fake.comments(REPO, fork.number)[-1].body

@@ -91,6 +91,10 @@ async def apply_review_fix(
         )
         return None, "this batch has no plan any more"
     record = loaded.state.batches[batch - 1]
+    if record.pr_number != pr_number:  # a fork's PR can copy our branch name and body marker
+        body = f"This pull request is not batch {batch}'s (#{record.pr_number}): nothing to fix here."
+        await session.port.create_issue_comment(session.repo, pr_number, body=body)
+        return None, "not the batch's pull request"
     branch = record.branch or batch_branch(f"plan-cascade/{session.issue}", batch)
     if record.hands_off:
         await session.port.create_issue_comment(session.repo, pr_number, body=messages.hands_off(branch))
