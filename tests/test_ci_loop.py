@@ -8,7 +8,9 @@ failure beyond `ci.max_fix_attempts` → a draft with the reason; a human push s
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import pytest
 from bot.state_block import decode_state
 from bot.testing.deliveries import load_fixture
 from bot.testing.fake_github_actions import add_workflow_run, finish_rerun
+from bot.testing.fake_github_forks import workflow_run_event
 from tests.execution_support import git, prompt_logging_repo
 from tests.harness import INSTALLATION, REPO, Harness, commented
 
@@ -44,8 +47,9 @@ RUNNER_LOST = (
 )
 
 
-@pytest.fixture
-async def h(tmp_path: Path):
+@contextlib.asynccontextmanager
+async def ci_harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    """A plan approved and run: batch 1's PR open, its agent's prompts logged."""
     async with Harness(tmp_path, execute=True, PLAN_CASCADE_SANDBOX="off") as harness:
         prompts = prompt_logging_repo(
             harness,
@@ -64,6 +68,12 @@ async def h(tmp_path: Path):
         yield harness
 
 
+@pytest.fixture
+async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with ci_harness(tmp_path) as harness:
+        yield harness
+
+
 async def _jobs(h: Harness) -> list[Any]:
     from sqlalchemy import select
 
@@ -74,7 +84,7 @@ async def _jobs(h: Harness) -> list[Any]:
 
 
 def _pull(h: Harness) -> Any:
-    (pull,) = h.fake.repo(REPO).pulls.values()
+    (pull,) = [p for p in h.fake.repo(REPO).pulls.values() if p.head_repo is None]  # not a fork's
     return pull
 
 
@@ -93,13 +103,9 @@ def _ci_comment(h: Harness) -> str:
 
 
 async def _suite_completed(h: Harness, head: str) -> None:
-    payload: dict[str, Any] = copy.deepcopy(load_fixture("check_suite.completed.2"))
-    payload["repository"].update({"full_name": REPO, "name": REPO.split("/")[1], "default_branch": "main"})
-    payload["repository"]["owner"]["login"] = REPO.split("/")[0]
-    payload["installation"] = {"id": INSTALLATION}
-    payload["check_suite"].update({"head_branch": BRANCH, "head_sha": head, "conclusion": "failure"})
-    payload["check_suite"]["app"]["slug"] = "github-actions"
-    await h.deliver("check_suite", payload)
+    """GitHub delivers `workflow_run.completed` for the newest run on `head`."""
+    run = max((r for r in h.fake.repo(REPO).workflow_runs.values() if r.head_sha == head), key=lambda r: r.id)
+    await h.deliver("workflow_run", workflow_run_event(h.fake, REPO, run, installation=INSTALLATION))
     await h.drain(timeout=180)
 
 

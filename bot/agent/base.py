@@ -19,7 +19,8 @@ from bot.plan import PRD, Story
 from bot.repoconfig import AgentLimits
 from bot.workspace.jail import Confinement, Sandbox
 
-Phase = Literal["implementation", "retry", "refactor", "review"]
+Phase = Literal["implementation", "retry", "refactor", "review", "ci"]
+"""`ci`: the repository's own CI failed on a batch; it runs the `review` phase's agents."""
 AgentStatus = Literal["finished", "failed", "limits_exceeded"]
 
 
@@ -30,7 +31,7 @@ class AgentTask(BaseModel):
 
     story: Story = Field(description="The story to implement.")
     prd: PRD = Field(description="The approved plan the story belongs to.")
-    phase: Phase = Field(description="Why the agent runs: implementation, retry, refactor or review.")
+    phase: Phase = Field(description="Why the agent runs: implementation, retry, refactor, review or ci.")
     worktree: Path = Field(description="Checkout the agent works in; the only tree it may change.")
     home: Path = Field(description="An empty directory outside the worktree, used as HOME.")
     prompt: str = Field(description="The full story prompt, built by bot.agent.prompt.story_prompt.")

@@ -1,5 +1,6 @@
 """The port's calls for a repository's own CI (a part of `GitHubKitPort`): commit statuses,
-Actions job logs, re-running failed jobs, and a pull request's draft state."""
+Actions workflow runs, their jobs and logs, re-running failed jobs, and a pull request's
+draft state."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from githubkit.exception import GitHubException
 from bot.errors import GitHubError
 from bot.github.client_base import github_errors, json_object, split_repo, translate
 from bot.github.models import CommitStatus
+from bot.github.models_actions import WorkflowJob, WorkflowRun
 
 LOG_BYTES = 2_000_000
 """The most of a job log read (its tail is what matters)."""
@@ -26,6 +28,14 @@ mutation($id: ID!) {
 """
 
 
+def _runs(response: Any) -> list[dict[str, Any]]:
+    return list(json_object(response).get("workflow_runs") or [])
+
+
+def _jobs(response: Any) -> list[dict[str, Any]]:
+    return list(json_object(response).get("jobs") or [])
+
+
 class ActionsCalls:
     """CI reads and the two CI writes, over the same githubkit client."""
 
@@ -34,6 +44,38 @@ class ActionsCalls:
 
     async def _pace(self) -> None:
         raise NotImplementedError
+
+    async def _all(self, request: Any, map_func: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    async def list_workflow_runs(
+        self, repo: str, *, head_sha: str, branch: str | None = None
+    ) -> list[WorkflowRun]:
+        """Every workflow run on commit `head_sha` (a fork PR's runs on it too: filter them)."""
+        owner, name = split_repo(repo)
+        with github_errors(f"list the workflow runs of {head_sha} in {repo}"):
+            items = await self._all(
+                self._github.rest.actions.async_list_workflow_runs_for_repo,
+                _runs,
+                owner=owner,
+                repo=name,
+                head_sha=head_sha,
+                **({"branch": branch} if branch else {}),
+            )
+        return [WorkflowRun.from_api(item) for item in items]
+
+    async def list_run_jobs(self, repo: str, run_id: int) -> list[WorkflowJob]:
+        """The jobs of a workflow run's latest attempt."""
+        owner, name = split_repo(repo)
+        with github_errors(f"list the jobs of workflow run {run_id} in {repo}"):
+            items = await self._all(
+                self._github.rest.actions.async_list_jobs_for_workflow_run,
+                _jobs,
+                owner=owner,
+                repo=name,
+                run_id=run_id,
+            )
+        return [WorkflowJob.from_api(item) for item in items]
 
     async def list_commit_statuses(self, repo: str, ref: str) -> list[CommitStatus]:
         """The latest status of each context on `ref` (the combined status)."""

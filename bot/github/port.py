@@ -24,6 +24,7 @@ from bot.github.models import (
     Review,
     ReviewComment,
 )
+from bot.github.models_actions import WorkflowJob, WorkflowRun
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 """A user's role on a repository, strongest first."""
@@ -165,6 +166,12 @@ class GitHubPort(Protocol):
 
     # The repository's own CI
     async def list_commit_statuses(self, repo: str, ref: str) -> list[CommitStatus]: ...
+
+    async def list_workflow_runs(
+        self, repo: str, *, head_sha: str, branch: str | None = None
+    ) -> list[WorkflowRun]: ...
+
+    async def list_run_jobs(self, repo: str, run_id: int) -> list[WorkflowJob]: ...
 
     async def job_log(self, repo: str, job_id: int) -> str: ...
 

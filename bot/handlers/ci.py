@@ -1,10 +1,19 @@
 """The repository's own CI on batch pull requests: watched, re-run when flaky, fixed when broken.
 
-`check_suite.completed` (other Apps' checks, GitHub Actions among them), `workflow_run.completed`
-and `status` events on a batch branch queue one `ci_watch` job for the plan. The job reads the
-head's checks (not ours), and when they are done and some failed: an infrastructure failure
-re-runs the workflow's failed jobs once; a code failure goes to the agent on the batch branch
-with the log tail and the stories it concerns (`/plan-cascade fix`'s path), at most
+What drives the loop is this repository's own CI for the batch branch, nothing else: a fork's
+pull request can have exactly the batch's public head commit, and its runs (no secrets, so they
+fail) and whatever they print would otherwise reach the agent. `workflow_run.completed` of a
+run whose commit came from this repository (`head_repository`), started by a push or a pull
+request (`event`) on a batch branch; `check_suite.completed` of another App (GitHub Actions'
+suites come as workflow runs) for a batch branch that a pull request of this repository has as
+its head; and `status` events on a batch branch queue one `ci_watch` job for the plan. The job
+reads the head's checks itself: GitHub Actions' only as jobs of this repository's own runs for
+the batch branch and head (found through the Actions API, never through a check's
+`details_url`, which a workflow can set), other Apps' check runs and commit statuses as they are.
+
+When they are done and some failed: an infrastructure failure re-runs the workflow's failed
+jobs once; a code failure goes to the agent on the batch branch (the `ci` phase) with what the
+checks printed, sanitised and fenced as untrusted data, and the stories it concerns, at most
 `ci.max_fix_attempts` times within the plan's budget; then the PR becomes a draft with the
 reason. One sticky comment on the PR says it all. A push by someone else, a review requesting
 changes or a cancelled plan stops the loop.
@@ -16,20 +25,25 @@ import functools
 import logging
 import re
 from collections.abc import Callable
+from typing import Any
 
 from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError
 from bot.gates.ci import (
+    ACTIONS_APP,
     CI_MARKER,
+    TRUSTED_EVENTS,
     CICheck,
-    actions_ids,
+    check_text,
     ci_comment,
     classify,
     counted,
     fix_feedback,
     log_tail,
     stories_named,
+    trusted_run,
 )
+from bot.github.models_actions import WorkflowJob
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, session_for_job
 from bot.plans import LoadedPlan, same_login
@@ -57,27 +71,48 @@ async def _queue(event: Event, services: Services, branches: list[str], sha: str
             await services.enqueue(CI_JOB, f"{event.repo}#{issue}/run", payload)
 
 
+def _heads_a_pull_request_here(pulls: Any, branch: str) -> bool:
+    """Whether a pull request of this repository has `branch` as its head (forks' are never
+    listed in a suite's or run's `pull_requests`)."""
+    for pr in pulls if isinstance(pulls, list) else []:
+        head, base = (pr or {}).get("head") or {}, (pr or {}).get("base") or {}
+        head_repo, base_repo = (head.get("repo") or {}).get("id"), (base.get("repo") or {}).get("id")
+        if head.get("ref") == branch and head_repo is not None and head_repo == base_repo:
+            return True
+    return False
+
+
 @router.register("check_suite", "completed")
 async def on_check_suite_completed(event: Event, services: Services) -> None:
-    """Another App's checks finished on a commit (ours are gates, already handled)."""
+    """Another App's checks finished on a batch branch (ours are gates, already handled;
+    GitHub Actions' arrive as `workflow_run`, which says where the commit came from)."""
     suite = event.payload.get("check_suite") or {}
     app = (suite.get("app") or {}).get("slug")
     ours = services.bot_login.removesuffix("[bot]") if services.bot_login else None
-    if ours is not None and app == ours:
+    if (ours is not None and app == ours) or app == ACTIONS_APP:
         return
-    await _queue(event, services, [suite.get("head_branch") or ""], suite.get("head_sha") or "")
+    branch = suite.get("head_branch") or ""
+    if not _heads_a_pull_request_here(suite.get("pull_requests"), branch):
+        return
+    await _queue(event, services, [branch], suite.get("head_sha") or "")
 
 
 @router.register("workflow_run", "completed")
 async def on_workflow_run_completed(event: Event, services: Services) -> None:
-    """A GitHub Actions workflow finished on a commit."""
+    """A run of this repository's own workflows finished on a batch branch."""
     run = event.payload.get("workflow_run") or {}
+    head_repo = (run.get("head_repository") or {}).get("full_name") or ""
+    if event.repo is None or head_repo.lower() != event.repo.lower():
+        log.info("workflow run %s ignored: its commit came from %s", run.get("id"), head_repo or "?")
+        return
+    if run.get("event") not in TRUSTED_EVENTS:
+        return
     await _queue(event, services, [run.get("head_branch") or ""], run.get("head_sha") or "")
 
 
 @router.register("status")
 async def on_status(event: Event, services: Services) -> None:
-    """A legacy commit status changed."""
+    """A legacy commit status changed on a commit of a batch branch (the job reads it as data)."""
     if event.payload.get("state") == "pending":
         return
     branches = [b.get("name") or "" for b in event.payload.get("branches") or []]
@@ -108,9 +143,9 @@ async def run_ci_job(job: ClaimedJob, services: Services) -> None:
     if pr.head_sha != record.head_sha:
         return await _stop(session, loaded, batch, [], "someone else pushed to the branch")
     try:
-        checks = await _checks(session, record.head_sha)
-    except GitHubError as exc:  # the App lacks Checks: read, most likely: say so, once
-        why = f"cannot read the checks ({exc.message}); the App needs Checks: read"
+        checks = await _checks(session, record)
+    except GitHubError as exc:  # the App lacks Checks or Actions: read, most likely: say so, once
+        why = f"cannot read the checks ({exc.message}); the App needs Checks: read and Actions: read"
         return await _stop(session, loaded, batch, [], why)
     if not checks:
         return
@@ -142,25 +177,48 @@ async def run_ci_job(job: ClaimedJob, services: Services) -> None:
     await _on_failure(session, loaded, batch, checks, failed)
 
 
-async def _checks(session: Session, head: str) -> list[CICheck]:
-    """The head's checks that count: other Apps' check runs and commit statuses."""
+async def _checks(session: Session, record: BatchState) -> list[CICheck]:
+    """The head's checks that count: jobs of this repository's own workflow runs for the batch
+    branch, other Apps' check runs and commit statuses; their text sanitised."""
+    head = record.head_sha or ""
+    jobs = await _own_jobs(session, record)
     found: list[CICheck] = []
     runs = await session.port.list_check_runs_for_ref(session.repo, head)
     ours = session.app_slug
     for r in sorted(runs, key=lambda r: r.id):
         if r.app_slug is None or (ours is not None and r.app_slug == ours):
             continue
-        run_id, job_id = actions_ids(r.details_url) if r.app_slug == "github-actions" else (None, None)
+        run_id = job_id = None
+        if r.app_slug == ACTIONS_APP:
+            job = jobs.get(r.id)
+            if job is None:  # a fork's run on the same commit, another branch's, or a workflow's own check
+                continue
+            run_id, job_id = job.run_id, job.id
         state = r.conclusion if r.status == "completed" and r.conclusion else r.status
-        text = " ".join(x for x in (r.title, r.summary) if x)[:500]
-        found.append(CICheck(r.name, state, "check_run", run_id, job_id, text))
+        found.append(
+            CICheck(check_text(r.name), state, "check_run", run_id, job_id, check_text(r.title, r.summary))
+        )
     try:
         for s in await session.port.list_commit_statuses(session.repo, head):
-            found.append(CICheck(s.context, s.state, "status", text=s.description[:500]))
+            found.append(CICheck(check_text(s.context), s.state, "status", text=check_text(s.description)))
     except GitHubError as exc:  # Commit statuses: read is missing: go on with the check runs
         log.warning("could not read commit statuses: %s", exc.message)
     assert session.config is not None
     return counted(found, session.config.ci.checks)
+
+
+async def _own_jobs(session: Session, record: BatchState) -> dict[int, WorkflowJob]:
+    """Check run id → job, for the jobs of this repository's own runs for the batch branch and head."""
+    from bot.orchestration.scheduler import batch_branch
+
+    branch = record.branch or batch_branch(f"plan-cascade/{session.issue}", record.number)
+    head = record.head_sha or ""
+    jobs: dict[int, WorkflowJob] = {}
+    for run in await session.port.list_workflow_runs(session.repo, head_sha=head, branch=branch):
+        if trusted_run(run, repo=session.repo, branch=branch, head=head):
+            for job in await session.port.list_run_jobs(session.repo, run.id):
+                jobs[job.check_run_id] = job
+    return jobs
 
 
 async def _on_failure(
@@ -177,7 +235,7 @@ async def _on_failure(
             except GitHubError as exc:
                 log.warning("could not read the log of %s: %s", check.name, exc.message)
         kind, why = classify(check, log_text)
-        judged.append((check, kind, why, log_tail(log_text) if log_text else check.text))
+        judged.append((check, kind, why, log_tail(log_text) if log_text else ""))
     code = [j for j in judged if j[1] == "code"]
     if not code:
         runs = sorted({c.run_id for c, *_ in judged if c.run_id is not None} - set(record.ci_reruns))
@@ -208,9 +266,9 @@ async def _on_failure(
     if cost > session.config.limits.max_cost_usd:
         return await _give_up(session, loaded, batch, checks, "the plan's budget is spent")
     ids = loaded.state.batches_ids()[batch - 1]
-    text = "\n".join(tail for *_, tail in code)
+    text = "\n".join(f"{c.text}\n{tail}" for c, _, _, tail in code)
     concerned = stories_named(loaded.state.prd, ids, text)
-    feedback = fix_feedback(loaded.state.prd, concerned, [(c, tail) for c, _, _, tail in code])
+    feedback, output = fix_feedback(loaded.state.prd, concerned, [(c, tail) for c, _, _, tail in code])
     files = [f for sid in concerned for f in loaded.state.prd.story(sid).files]
     loaded = await update_plan(session, loaded, functools.partial(_record, batch=batch, fixes=1))
     from bot.publishing.review import apply_review_fix
@@ -223,6 +281,7 @@ async def _on_failure(
         review_id=None,
         announce=False,
         files=files,
+        ci_output=output,
     )
     fresh = await session.load_plan() or loaded
     action = f"sent {names} ({', '.join(concerned)}) to the agent: {said}"

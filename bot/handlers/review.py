@@ -4,17 +4,21 @@
   permitted user, sends the agent (review phase) to the batch branch with the feedback
   and the review's line comments; gates re-run; the bot pushes and replies.
 - A merged batch PR is recorded; with `stacking: sequential` it starts the next batch;
-  when every batch PR is merged, a final summary is posted on the issue.
+  when every batch PR is merged, a final summary is posted on the issue. Only the recorded
+  PR, from this repository, merged at (or after) the recorded head counts (`merge_problem`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bot.commands import Command
 from bot.db.queue import ClaimedJob
+from bot.errors import GitHubError
+from bot.github.models import PullRequest
 from bot.handlers.approval import start_execution
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session, session_for_job
@@ -23,7 +27,7 @@ from bot.rendering import messages
 from bot.rendering.pr_body import parse_batch_marker
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.state import PlanState, PlanStatus, transition
+from bot.state import BatchState, PlanState, PlanStatus, transition
 from bot.worker import JobKinds
 
 if TYPE_CHECKING:
@@ -43,6 +47,41 @@ def batch_of_pr(repo: str, head_ref: str, body: str | None) -> tuple[int, int] |
         return marker[1], marker[2]
     match = _BATCH_BRANCH.match(head_ref or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def merge_problem(repo: str, record: BatchState, pr: PullRequest, commits: Sequence[str]) -> str | None:
+    """Why a merged pull request is not the batch's merge (None when it is).
+
+    Only the pull request the plan recorded for the batch counts, with its head branch in this
+    repository (a fork can name its branch like ours and copy our body marker), merged with
+    the head the bot recorded or a later one: `commits` (the pull request's commits) must hold
+    the recorded head when the merged head is another.
+    """
+    if record.pr_number is None or pr.number != record.pr_number:
+        return f"the batch's pull request is #{record.pr_number}" if record.pr_number else "no PR recorded"
+    if not pr.merged:
+        return "it is not merged"
+    if pr.head_repo.lower() != repo.lower() or pr.base_repo.lower() != repo.lower():
+        return f"its head is in {pr.head_repo or 'an unknown repository'}, not {repo}"
+    if not record.head_sha:
+        return "no head was recorded for the batch"
+    if pr.head_sha != record.head_sha and record.head_sha not in commits:
+        return f"its head {pr.head_sha[:12]} does not build on the batch's head {record.head_sha[:12]}"
+    return None
+
+
+async def _merge_problem(session: Session, record: BatchState, number: int) -> str | None:
+    """`merge_problem` on the pull request as GitHub has it now; a GitHub error counts nothing."""
+    if record.pr_number != number:  # the common case for foreign PRs: no request needed
+        return merge_problem(session.repo, record, PullRequest(number=number), [])
+    try:
+        pr = await session.port.get_pull_request(session.repo, number)
+        commits: list[str] = []
+        if pr.head_sha != record.head_sha:
+            commits = [c.sha for c in await session.port.list_pull_request_commits(session.repo, number)]
+    except GitHubError as exc:
+        return f"GitHub could not confirm it ({exc.message})"
+    return merge_problem(session.repo, record, pr, commits)
 
 
 async def on_pr_command(session: Session, cmd: Command, *, author: Author, pr_number: int) -> None:
@@ -152,6 +191,10 @@ async def on_pull_request_closed(event: Event, services: Services) -> None:
         return
     loaded = await session.load_plan()
     if loaded is None or batch > len(loaded.state.batches):
+        return
+    problem = await _merge_problem(session, loaded.state.batches[batch - 1], pr.number)
+    if problem is not None:
+        log.info("merged #%s does not count as batch %s of #%s: %s", pr.number, batch, issue, problem)
         return
     waiting = done = announce = False
 

@@ -282,7 +282,8 @@ def _failed_gates(run: Run, story: Story) -> str:
 async def _run_agent(
     run: Run, story: Story, wt: Worktree, home: Path, *, phase: Phase, feedback: str | None, attempt: int
 ) -> AgentResult:
-    chain = run.config.agent_chain(phase, story_type=story.type.value, story_override=story.agent)
+    chain_phase = "review" if phase == "ci" else phase  # a CI fix runs the review phase's agents
+    chain = run.config.agent_chain(chain_phase, story_type=story.type.value, story_override=story.agent)
     agent, notes = run.agents.select(chain)
     for note in notes:
         log.info("%s: %s", story.id, note)

@@ -9,6 +9,7 @@ import shutil
 from dataclasses import replace
 from typing import Any
 
+from bot.agent.base import Phase
 from bot.errors import AgentError, GitHubError, WorkspaceError
 from bot.gates.detect import GateSpec
 from bot.handlers.session import Session
@@ -69,12 +70,15 @@ async def apply_review_fix(
     review_id: int | None,
     announce: bool = True,
     files: list[str] | None = None,
+    ci_output: str | None = None,
 ) -> tuple[str | None, str]:
     """Run the review phase on the batch branch and push the result.
 
     Returns the pushed head (None when nothing was pushed) and what happened, in a sentence;
     with `announce`, that is also said on the PR. A human review requesting changes stops the
-    CI loop on the PR (the review loop takes over).
+    CI loop on the PR (the review loop takes over). With `ci_output` (the CI loop's fix) the
+    `feedback` is the bot's own instructions and `ci_output` what CI printed, fenced as data:
+    the agent gets the `ci` phase, never a reviewer's feedback to address point by point.
     """
     from bot.handlers.execution import build_run
     from bot.handlers.plan_io import update_plan
@@ -87,6 +91,10 @@ async def apply_review_fix(
         )
         return None, "this batch has no plan any more"
     record = loaded.state.batches[batch - 1]
+    if record.pr_number != pr_number:  # a fork's PR can copy our branch name and body marker
+        body = f"This pull request is not batch {batch}'s (#{record.pr_number}): nothing to fix here."
+        await session.port.create_issue_comment(session.repo, pr_number, body=body)
+        return None, "not the batch's pull request"
     branch = record.branch or batch_branch(f"plan-cascade/{session.issue}", batch)
     if record.hands_off:
         await session.port.create_issue_comment(session.repo, pr_number, body=messages.hands_off(branch))
@@ -96,12 +104,8 @@ async def apply_review_fix(
         loaded = await update_plan(session, loaded, stop)
     text, named = await review_context(session, pr_number, review_id, feedback)
     files = [*named, *(f for f in files or [] if f not in named)]
-    story = Story(
-        id=f"FIX-{batch:03d}",
-        title=f"Address review feedback on batch {batch}",
-        description=text,
-        acceptance_criteria=["Every point of the reviewer's feedback is addressed and all gates pass"],
-        files=[f for f in files if not f.startswith(("/", ".."))],
+    story = _fix_story(
+        batch, text, [f for f in files if not f.startswith(("/", ".."))], ci=ci_output is not None
     )
     comment = await session.port.get_issue_comment(session.repo, loaded.comment_id)
     base_run = await build_run(session, loaded.state, loaded.comment_id, comment.html_url)
@@ -125,7 +129,8 @@ async def apply_review_fix(
     )
     try:
         before = await head_sha(wt)
-        await _attempts(run, story, wt, home, before, start=0, first_phase="review", feedback=text)
+        phase: Phase = "review" if ci_output is None else "ci"
+        await _attempts(run, story, wt, home, before, start=0, first_phase=phase, feedback=ci_output or text)
         result = run.state.stories[story.id]
         after = await head_sha(wt)
         changed = await changed_files(wt, before) if after != before else []
@@ -152,6 +157,25 @@ async def apply_review_fix(
     finally:
         await remove_worktree(wt)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _fix_story(batch: int, text: str, files: list[str], *, ci: bool) -> Story:
+    """The scratch story of a fix: a reviewer's feedback to address, or CI to make pass."""
+    if ci:
+        return Story(
+            id=f"CI-{batch:03d}",
+            title=f"Make the repository's CI pass on batch {batch}",
+            description=text,
+            acceptance_criteria=["The failing CI checks pass and every story's criteria still hold"],
+            files=files,
+        )
+    return Story(
+        id=f"FIX-{batch:03d}",
+        title=f"Address review feedback on batch {batch}",
+        description=text,
+        acceptance_criteria=["Every point of the reviewer's feedback is addressed and all gates pass"],
+        files=files,
+    )
 
 
 def _reply(result: StoryState, changed: list[str], moved: bool) -> str:

@@ -38,6 +38,7 @@ from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_bo
 from bot.testing.fake_github_pulls import pull_routes
 from bot.testing.fake_github_reviews import review_routes
 from bot.testing.fake_github_routes import route_table
+from bot.testing.fake_github_runs import runs_routes
 
 Handler = Callable[[Request, Any], Response]
 T = TypeVar("T")
@@ -232,9 +233,11 @@ class FakeGitHub:
         fake = self.repos[repo]
         pull = fake.pulls[number]
         git_dir = fake.git_dir
-        if git_dir is not None and pull.head_repo is None and g.branch_sha(git_dir, pull.base_ref):
+        head = pull.head_ref if pull.head_repo is None else f"refs/pull/{number}/head"  # a fork's
+        kept = pull.head_repo is None or (git_dir is not None and g.resolve(git_dir, head))
+        if git_dir is not None and kept and g.branch_sha(git_dir, pull.base_ref):
             message = f"Merge pull request #{number} from {pull.head_ref}"
-            sha = g.merge_into(git_dir, pull.base_ref, pull.head_ref, message)
+            sha = g.merge_into(git_dir, pull.base_ref, head, message)
             if sha is None:
                 raise ValueError(f"pull request #{number} conflicts with {pull.base_ref}: not mergeable")
             fake.known_commits.add(sha)
@@ -394,6 +397,7 @@ class FakeGitHub:
                 *pull_routes(self),
                 *review_routes(self),
                 *actions_routes(self),
+                *runs_routes(self),
             ]
         ]
 

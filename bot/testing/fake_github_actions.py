@@ -31,10 +31,18 @@ def add_workflow_run(
     head_branch: str,
     name: str,
     jobs: list[tuple[str, str, str]],
+    event: str = "push",
+    head_repo: str | None = None,
 ) -> FakeWorkflowRun:
-    """A completed workflow run; `jobs` are (name, conclusion, log) and become check runs."""
+    """A completed workflow run; `jobs` are (name, conclusion, log) and become check runs.
+
+    `event` is what started it; `head_repo` names a fork when the run is a fork pull
+    request's (GitHub runs those in this repository, on the same commit, without secrets).
+    """
     record = fake.repos[repo]
-    run = FakeWorkflowRun(next(_run_ids), name, head_sha, head_branch)
+    if head_repo is not None and head_repo.lower() == repo.lower():
+        head_repo = None
+    run = FakeWorkflowRun(next(_run_ids), name, head_sha, head_branch, event=event, head_repo=head_repo)
     for job_name, conclusion, log in jobs:
         check = FakeCheckRun(
             next(fake._ids),

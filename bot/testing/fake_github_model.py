@@ -153,6 +153,10 @@ class FakeWorkflowRun:
     logs: dict[int, str] = field(default_factory=dict)
     """Job id → its log text."""
     reruns: int = 0
+    event: str = "push"
+    """What started it: `push`, `pull_request` (also a fork's pull request), `workflow_dispatch`…"""
+    head_repo: str | None = None
+    """`owner/name` the commit came from when it is not this repository (a fork's pull request)."""
 
 
 @dataclass

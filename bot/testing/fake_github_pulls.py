@@ -19,6 +19,37 @@ if TYPE_CHECKING:
 REPO = "/repos/{owner}/{repo}"
 
 
+def pull_data(fake: FakeGitHub, repo: FakeRepo, pull: FakePull) -> dict[str, Any]:
+    """A pull request as the REST API (and a `pull_request` delivery) shows it; a fork's
+    head is the fork (`head.repo.fork: true`)."""
+    users = {login: fake._user(login) for login in {repo.owner, repo.issues[pull.number].user}}
+    users.update({login: fake._user(login) for login in pull.requested_reviewers})
+    issue = repo.issues[pull.number]
+    if pull.head_repo is None and issue.state == "open":
+        pull.head_sha = fake.branch_head(repo.full_name, pull.head_ref) or pull.head_sha
+    head_data = fake._repo_data(repo)
+    if pull.head_repo is not None:
+        owner, name = pull.head_repo.split("/")
+        fork = fake.repos.get(pull.head_repo) or FakeRepo(repo.id + 7, owner, name)
+        head_data = {**fake._repo_data(fork), "fork": True}
+        users.setdefault(owner, fake._user(owner))
+    return j.pull_json(
+        fake.urls,
+        repo,
+        pull,
+        issue=issue,
+        users=users,
+        repo_data=fake._repo_data(repo),
+        head_repo_data=head_data,
+        base_sha=fake.branch_head(repo.full_name, pull.base_ref) or "0" * 40,
+    )
+
+
+def _head_owner(repo: FakeRepo, pull: FakePull) -> str:
+    """Who owns the head branch: `head=owner:branch` filters on it (a fork's owner for a fork)."""
+    return pull.head_repo.split("/")[0] if pull.head_repo else repo.owner
+
+
 def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Request, Any], Response]]]:
     """The pull request endpoints of `fake`, as (Starlette path, methods, handler)."""
     urls = fake.urls
@@ -28,27 +59,7 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
         return repo, found(repo.pulls, request.path_params["number"])
 
     def pull_body(repo: FakeRepo, pull: FakePull) -> dict[str, Any]:
-        users = {login: fake._user(login) for login in {repo.owner, repo.issues[pull.number].user}}
-        users.update({login: fake._user(login) for login in pull.requested_reviewers})
-        issue = repo.issues[pull.number]
-        if pull.head_repo is None and issue.state == "open":
-            pull.head_sha = fake.branch_head(repo.full_name, pull.head_ref) or pull.head_sha
-        head_data = fake._repo_data(repo)
-        if pull.head_repo is not None:
-            owner, name = pull.head_repo.split("/")
-            fork = fake.repos.get(pull.head_repo) or FakeRepo(repo.id + 7, owner, name)
-            head_data = {**fake._repo_data(fork), "fork": True}
-            users.setdefault(owner, fake._user(owner))
-        return j.pull_json(
-            urls,
-            repo,
-            pull,
-            issue=issue,
-            users=users,
-            repo_data=fake._repo_data(repo),
-            head_repo_data=head_data,
-            base_sha=fake.branch_head(repo.full_name, pull.base_ref) or "0" * 40,
-        )
+        return pull_data(fake, repo, pull)
 
     def pulls(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
@@ -60,14 +71,16 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
             pull
             for pull in sorted(repo.pulls.values(), key=lambda p: -p.number)
             if state in ("all", repo.issues[pull.number].state)
-            and (not branch or (pull.head_ref == branch and owner in ("", repo.owner)))
+            and (not branch or (pull.head_ref == branch and owner in ("", _head_owner(repo, pull))))
         ]
         return fake._page(request, [pull_body(repo, pull) for pull in chosen])
 
     def create_pull(repo: FakeRepo, data: dict[str, Any]) -> Response:
         title = require_text(data, "title", "PullRequest") or ""
         body = require_text(data, "body", "PullRequest", required=False)
-        head = (require_text(data, "head", "PullRequest") or "").rpartition(":")[2]
+        head_owner, _, head = (require_text(data, "head", "PullRequest") or "").rpartition(":")
+        if head_owner and head_owner != repo.owner:
+            raise invalid("PullRequest", "head")  # the fake knows no forks' branches
         base = require_text(data, "base", "PullRequest") or ""
         if head == base:
             raise invalid("PullRequest", "base")

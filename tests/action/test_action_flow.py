@@ -141,10 +141,8 @@ def test_failure_exits_non_zero_with_an_error_line(
 
 def test_a_workflow_run_event_drives_the_ci_loop_in_the_action(world: ActionWorld) -> None:
     """With an App token the batch PRs start the repository's CI; its `workflow_run` runs the Action."""
-    import copy
-
-    from bot.testing.deliveries import load_fixture
     from bot.testing.fake_github_actions import add_workflow_run
+    from bot.testing.fake_github_forks import workflow_run_event
 
     assert run(world, world.env("issues", labeled_event(world))) == 0
     assert run(world, world.env("issue_comment", comment_event(world, "/plan-cascade approve"))) == 0
@@ -158,12 +156,7 @@ def test_a_workflow_run_event_drives_the_ci_loop_in_the_action(world: ActionWorl
         name="CI",
         jobs=[("test", "failure", lost)],
     )
-    payload = copy.deepcopy(load_fixture("workflow_run.completed.2"))
-    payload["repository"].update({"full_name": REPO, "name": REPO.split("/")[1], "default_branch": "main"})
-    payload["repository"]["owner"]["login"] = REPO.split("/")[0]
-    payload["workflow_run"].update(
-        {"id": ci.id, "head_branch": "plan-cascade/1/batch-1", "head_sha": head, "conclusion": "failure"}
-    )
+    payload = workflow_run_event(world.fake, REPO, ci)  # a push's run, in this repository
     assert run(world, world.env("workflow_run", payload)) == 0
     assert ci.reruns == 1
     (pull,) = [p for p in world.fake.repo(REPO).pulls.values() if p.head_ref == "plan-cascade/1/batch-1"]
