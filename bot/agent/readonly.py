@@ -165,8 +165,9 @@ class GitTree:
 
     async def grep(self, args: GrepArgs) -> str:
         where = _clean(args.path) or "."
+        # One thread: git prints each match as it finds it instead of holding whole files' output.
         out = await self.git(
-            "grep", "-n", "-I", "-E", "--no-color", "-e", args.pattern, self.sha, "--", where,
+            "grep", "--threads=1", "-n", "-I", "-E", "--no-color", "-e", args.pattern, self.sha, "--", where,
             check=False, max_output=GREP_BYTES, partial=True,
         )  # fmt: skip
         if out.returncode not in (0, 1) and not out.truncated:
