@@ -4,6 +4,7 @@ high-water mark (VmHWM, KB) once idle and after the step, and what the step obse
 
 STEP `diff`: the acceptance review's batch diff. STEP `explore`: exploration (instruction
 files, the file list) and the read-only tools `ask` and the review use too (read, grep, glob).
+STEP `agent-read`: the built-in agent's read of a checked-out file as large as the blob.
 """
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ import asyncio
 import json
 import resource
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from bot.agent.readonly import GitTree, ReadOnlyLimits
+from bot.agent.tools import ToolContext, read
+from bot.agent.toolspecs import ReadArgs
 from bot.llm import ScriptedLLM, tool_reply
 from bot.planning.exploration import explore
 from bot.workspace.git import GitResult, git_env, run_git
+from tests.gitbomb import LINE
 
 ADDRESS_SPACE = 3 * 2**30
 """A cap on the process's memory so an unbounded read fails here rather than on the host."""
@@ -57,6 +62,19 @@ async def exploration(tree: GitTree, base: str) -> dict[str, Any]:
     }
 
 
+async def agent_read(tree: GitTree, base: str) -> dict[str, Any]:
+    """The built-in agent's read of a checked-out file of 200 MB (sparse: text, then zeros)."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        with (root / "big.txt").open("wb") as handle:
+            handle.write(LINE * 200)
+            handle.truncate(200 * 2**20)
+        context = ToolContext(root=root, home=root)
+        first = read(context, ReadArgs(path="big.txt"))
+        deep = read(context, ReadArgs(path="big.txt", offset=150, limit=10))
+    return {"observations": [first[-300:], deep[-300:]]}
+
+
 async def main(step: str, repo: Path, base: str, head: str) -> dict[str, Any]:
     env = git_env()
 
@@ -66,7 +84,7 @@ async def main(step: str, repo: Path, base: str, head: str) -> dict[str, Any]:
     tree = GitTree(git, head)
     await tree.text("small.txt")  # warm up: asyncio's subprocess machinery is loaded
     idle = high_water_kb()
-    steps = {"diff": diff, "explore": exploration}
+    steps = {"diff": diff, "explore": exploration, "agent-read": agent_read}
     try:
         seen = await steps[step](tree, base)
     except MemoryError:

@@ -62,3 +62,12 @@ def test_exploration_and_the_read_only_tools_stay_within_the_bound(bomb: Bomb) -
     assert "the file list stopped at" in glob
     assert seen["instructions"] == {"AGENTS.md": 4000}
     assert 0 < seen["excerpts"]["big.txt"] <= 3000
+
+
+def test_the_built_in_agents_read_of_a_huge_checked_out_file_stays_within_the_bound(bomb: Bomb) -> None:
+    found = measure("agent-read", bomb)
+    grown = found["peak_kb"] - found["idle_kb"]
+    assert grown < BOUND_KB, f"reading raised memory by {grown // 1024} MB: {found}"
+    first, deep = found["seen"]["observations"]
+    assert first.endswith("[big.txt is longer than 4,194,304 bytes: lines after 200 cannot be read]")
+    assert "   159\tall work" in deep and "[... 41 more lines: call read with offset=160]" in deep
