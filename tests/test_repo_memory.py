@@ -1,8 +1,9 @@
 """Repository content cannot exhaust the server's memory: a push of about a megabyte that
 prints hundreds of MB (a 200 MB blob of one repeated line, a tree listing 65,536 paths) is read
-by the acceptance review's diff and by exploration's (and `ask`'s) read-only tools, in a process
-of its own, and that process's memory high-water mark stays within `BOUND_KB` of idle.
-What was cut is said in what the model reads.
+by the acceptance review's diff, by exploration's (and `ask`'s) read-only tools, and (checked out,
+as a sparse file) by the built-in agent's read, each in a process of its own, and that process's
+memory high-water mark stays within `BOUND_KB` of idle. What was cut is said in what the model
+reads.
 """
 
 from __future__ import annotations
