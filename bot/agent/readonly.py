@@ -12,10 +12,11 @@ Used by the acceptance review of a batch (`bot.publishing.acceptance`).
 from __future__ import annotations
 
 import fnmatch
+import io
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -27,8 +28,26 @@ from bot.llm import LLM, Message, ToolCall, ToolSpec, Usage
 from bot.llm.structured import problems_of
 from bot.workspace.git import GitResult
 
+LISTING_BYTES = 4 * 2**20
+"""The most of ``git ls-tree -r`` read: the names of the files at a commit."""
+FILE_BYTES = 4 * 2**20
+"""The most of one file read (``git cat-file``); lines past it cannot be read."""
+GREP_BYTES = 2**20
+"""The most of ``git grep`` output read; the tool shows at most `MAX_GREP_RESULTS` hits anyway."""
+DIFF_BYTES = 2**20
+"""The most of a diff read (``git diff``); the acceptance review's prompt shows less."""
+
 T = TypeVar("T", bound=BaseModel)
-Git = Callable[..., Awaitable[GitResult]]
+
+
+class Git(Protocol):
+    """Runs git on the mirror (`bot.workspace.Mirror.git`): stdout bounded by ``max_output``."""
+
+    def __call__(
+        self, *args: str, check: bool = ..., max_output: int = ..., partial: bool = ...
+    ) -> Awaitable[GitResult]: ...
+
+
 TOOLS = ("read", "glob", "grep", "submit")
 
 
@@ -68,62 +87,120 @@ class Investigation(Generic[T]):
 
 @dataclass(frozen=True)
 class GitTree:
-    """One commit of a mirror, readable and nothing else."""
+    """One commit of a mirror, readable and nothing else.
+
+    Every read stops at a bound (`LISTING_BYTES`, `FILE_BYTES`, `GREP_BYTES`, `DIFF_BYTES`):
+    a few KB pushed can decompress to hundreds of MB, and git is killed rather than read whole.
+    What was cut is said in the answer.
+    """
 
     git: Git
     sha: str
 
     async def paths(self) -> list[str]:
-        out = await self.git("ls-tree", "-r", "--name-only", "-z", self.sha, check=False)
-        return [p for p in out.stdout.split("\0") if p]
+        return (await self.listing())[0]
+
+    async def listing(self) -> tuple[list[str], bool]:
+        """Every file's path, and whether the list stopped at `LISTING_BYTES` (then it is a prefix)."""
+        out = await self.git(
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "-z",
+            self.sha,
+            check=False,
+            max_output=LISTING_BYTES,
+            partial=True,
+        )
+        paths = out.stdout.split("\0")
+        if out.truncated:
+            paths.pop()  # the last name was cut in the middle
+        return [p for p in paths if p], out.truncated
 
     async def text(self, path: str) -> str | None:
-        """The text of `path` at this commit; None when there is no such file, or it is binary."""
-        found, _ = await self._blob(_clean(path))
+        """The text of `path` at this commit (its first `FILE_BYTES`); None when missing or binary."""
+        found, _, _ = await self._blob(_clean(path))
         return found
 
-    async def _blob(self, path: str) -> tuple[str | None, str]:
-        out = await self.git("cat-file", "-p", f"{self.sha}:{path}", check=False)
-        if out.returncode != 0:
-            return None, f"error: no file {path!r} at this commit"
+    async def _blob(self, path: str) -> tuple[str | None, str, bool]:
+        out = await self.git(
+            "cat-file", "-p", f"{self.sha}:{path}", check=False, max_output=FILE_BYTES, partial=True
+        )
+        if out.returncode != 0 and not out.truncated:
+            return None, f"error: no file {path!r} at this commit", False
         if "\0" in out.stdout[:8192]:
-            return None, f"error: {path} is a binary file"
-        return out.stdout, ""
+            return None, f"error: {path} is a binary file", False
+        return out.stdout, "", out.truncated
 
     async def read(self, args: ReadArgs) -> str:
         path = _clean(args.path)
-        found, error = await self._blob(path)
+        found, error, cut = await self._blob(path)
         if found is None:
             return error
-        lines = found.splitlines()
-        chosen = lines[args.offset - 1 : args.offset - 1 + args.limit]
-        shown = [f"{n:>6}\t{line[:MAX_LINE_CHARS]}" for n, line in enumerate(chosen, start=args.offset)]
-        more = len(lines) - (args.offset - 1 + len(chosen))
-        tail = [f"[{more} more lines: read with offset={args.offset + len(chosen)}]"] if more > 0 else []
+        if cut:
+            found = found[: found.rfind("\n") + 1]  # the last line was cut in the middle
+        first, last = args.offset, args.offset + args.limit - 1
+        shown, count = [], 0
+        for number, line in enumerate(io.StringIO(found), start=1):  # one line at a time, never a list
+            count = number
+            if first <= number <= last:
+                shown.append(f"{number:>6}\t{line.rstrip(chr(13) + chr(10))[:MAX_LINE_CHARS]}")
+        more = count - (args.offset - 1 + len(shown))
+        tail = [f"[{more} more lines: read with offset={args.offset + len(shown)}]"] if more > 0 else []
+        if cut:
+            tail.append(f"[{path} is longer than {FILE_BYTES:,} bytes: lines after {count} cannot be read]")
         return "\n".join(shown + tail) or f"({path} is empty)"
 
     async def glob(self, args: GlobArgs) -> str:
         pattern = args.pattern.strip().removeprefix("./") or "*"
-        found = [p for p in await self.paths() if _matches(p, pattern)]
+        paths, cut = await self.listing()
+        found = [p for p in paths if _matches(p, pattern)]
         extra = len(found) - MAX_GLOB_RESULTS
         shown = found[:MAX_GLOB_RESULTS] + ([f"[{extra} more]"] if extra > 0 else [])
+        if cut:
+            shown.append(
+                f"[the file list stopped at {LISTING_BYTES:,} bytes of names: files after it are not listed]"
+            )
         return "\n".join(shown) or "no file matches"
 
     async def grep(self, args: GrepArgs) -> str:
         where = _clean(args.path) or "."
+        # One thread: git prints each match as it finds it instead of holding whole files' output.
         out = await self.git(
-            "grep", "-n", "-I", "-E", "--no-color", "-e", args.pattern, self.sha, "--", where, check=False
-        )
-        if out.returncode not in (0, 1):
+            "grep", "--threads=1", "-n", "-I", "-E", "--no-color", "-e", args.pattern, self.sha, "--", where,
+            check=False, max_output=GREP_BYTES, partial=True,
+        )  # fmt: skip
+        if out.returncode not in (0, 1) and not out.truncated:
             return f"error: grep failed: {out.stderr.strip()[:300]}"
+        lines = out.stdout.split("\n")
+        if out.truncated or not lines[-1]:
+            lines.pop()  # a line cut in the middle, or the empty rest after the last newline
         hits = []
-        for line in out.stdout.splitlines():
+        for line in lines:
             hit = line.removeprefix(f"{self.sha}:")
             name = hit.split(":", 1)[0]
             if args.glob is None or _matches(name, args.glob):
                 hits.append(hit[:MAX_LINE_CHARS])
         extra = len(hits) - MAX_GREP_RESULTS
-        return "\n".join(hits[:MAX_GREP_RESULTS] + ([f"[{extra} more]"] if extra > 0 else [])) or "no match"
+        more = [f"[{extra} more]"] if extra > 0 else []
+        if out.truncated:
+            more.append(
+                f"[grep stopped after {GREP_BYTES:,} bytes of matches: later matches were not read; "
+                "narrow the pattern or the path]"
+            )
+        return "\n".join(hits[:MAX_GREP_RESULTS] + more) or "no match"
+
+    async def diff_from(self, base: str) -> tuple[str, bool]:
+        """``git diff base...sha`` (its first `DIFF_BYTES`), and whether it was cut there.
+
+        Files over `DIFF_BYTES` show as binary, so git does not load them whole either.
+        """
+        out = await self.git(
+            "-c", f"core.bigFileThreshold={DIFF_BYTES}",
+            "diff", "--no-color", "--no-ext-diff", f"{base}...{self.sha}",
+            max_output=DIFF_BYTES, partial=True,
+        )  # fmt: skip
+        return out.stdout, out.truncated
 
 
 def _matches(path: str, pattern: str) -> bool:

@@ -14,6 +14,7 @@ server visible). What bash writes is checked after the run like any agent's chan
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -49,6 +50,10 @@ MAX_GLOB_RESULTS = 200
 MAX_GREP_RESULTS = 100
 MAX_GREP_FILE_BYTES = 2_000_000
 """grep skips files larger than this."""
+MAX_READ_BYTES = 4 * 2**20
+"""read reads no further into a file than this (the repository decides how large files are)."""
+MAX_EDIT_BYTES = 8 * 2**20
+"""edit refuses files larger than this (it holds the whole file to change it)."""
 
 _SNIFF_BYTES = 8192
 
@@ -100,8 +105,19 @@ def _rel(ctx: ToolContext, path: Path) -> str:
     return path.relative_to(ctx.root.resolve()).as_posix() or "."
 
 
+def _head_text(path: Path, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` bytes of ``path`` as text, and whether the file is longer."""
+    with path.open("rb") as handle:
+        data = handle.read(limit + 1)
+    return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
+
+
 def read(ctx: ToolContext, args: ReadArgs) -> str:
-    """Lines ``offset`` .. ``offset + limit - 1`` of a text file, numbered like ``cat -n``."""
+    """Lines ``offset`` .. ``offset + limit - 1`` of a text file, numbered like ``cat -n``.
+
+    Only the first `MAX_READ_BYTES` are read, one line at a time: a file of hundreds of MB
+    costs no more than that.
+    """
     path = resolve_path(ctx.root, args.path, write=False, deny=ctx.deny)
     if path.is_dir():
         return f"error: {args.path} is a directory; use glob to list files"
@@ -109,17 +125,26 @@ def read(ctx: ToolContext, args: ReadArgs) -> str:
         return f"error: {args.path} does not exist"
     if _is_binary(path):
         return f"error: {args.path} is a binary file"
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    if not lines:
-        return f"{args.path} is empty"
-    if args.offset > len(lines):
-        return f"error: offset {args.offset} is past the end ({args.path} has {len(lines)} lines)"
-    start = args.offset - 1
-    shown = lines[start : start + args.limit]
-    out = [f"{start + n + 1:6}\t{line[:MAX_LINE_CHARS]}" for n, line in enumerate(shown)]
+    text, cut = _head_text(path, MAX_READ_BYTES)
+    if cut:
+        text = text[: text.rfind("\n") + 1]  # the last line was cut in the middle
+    start, count, shown = args.offset - 1, 0, []
+    for count, line in enumerate(io.StringIO(text), start=1):
+        if start < count <= start + args.limit:
+            shown.append(f"{count:6}\t{line.rstrip(chr(13) + chr(10))[:MAX_LINE_CHARS]}")
+    note = f"[{args.path} is longer than {MAX_READ_BYTES:,} bytes: lines after {count} cannot be read]"
+    if count == 0:
+        return note if cut else f"{args.path} is empty"
+    if args.offset > count:
+        return f"error: offset {args.offset} is past the end ({args.path} has {count} lines)" + (
+            f"; {note}" if cut else ""
+        )
     after = start + len(shown)
-    if after < len(lines):
-        out.append(f"[... {len(lines) - after} more lines: call read with offset={after + 1}]")
+    out = shown
+    if after < count:
+        out.append(f"[... {count - after} more lines: call read with offset={after + 1}]")
+    if cut:
+        out.append(note)
     return "\n".join(out)
 
 
@@ -145,6 +170,8 @@ def edit(ctx: ToolContext, args: EditArgs) -> str:
         return "error: old is empty; give the exact text to replace"
     if args.old == args.new:
         return "error: old and new are the same; nothing to change"
+    if path.stat().st_size > MAX_EDIT_BYTES:
+        return f"error: {args.path} is larger than {MAX_EDIT_BYTES:,} bytes; change it with bash instead"
     text = path.read_text(encoding="utf-8")
     count = text.count(args.old)
     if count == 0:

@@ -21,15 +21,24 @@ from bot.orchestration.scheduler import batch_branch
 from bot.publishing.acceptance import merge_and_review
 from bot.publishing.batch import merge_batch
 from bot.state import BatchState, PlanState, batch_record, with_batch
-from bot.workspace.git import GitResult, git_env, run_git
+from bot.workspace.git import OUTPUT_LIMIT, GitResult, git_env, run_git
 from bot.workspace.process import uv_program
 
 log = logging.getLogger(__name__)
 
 
-async def user_git(repo: Path, *args: str, check: bool = True) -> GitResult:
-    """`git <args>` in the user's repository, with our explicit environment."""
-    return await run_git(["--no-optional-locks", *args], cwd=repo, env=git_env(), check=check)
+async def user_git(
+    repo: Path, *args: str, check: bool = True, max_output: int = OUTPUT_LIMIT, partial: bool = False
+) -> GitResult:
+    """`git <args>` in the user's repository, with our explicit environment (stdout bounded)."""
+    return await run_git(
+        ["--no-optional-locks", *args],
+        cwd=repo,
+        env=git_env(),
+        check=check,
+        max_output=max_output,
+        partial=partial,
+    )
 
 
 def existing_dir(path: Path) -> Path:

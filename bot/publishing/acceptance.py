@@ -14,7 +14,7 @@ import functools
 import logging
 from dataclasses import dataclass, field
 
-from bot.agent.readonly import GitTree, Investigation, ReadOnlyLimits, Unfinished, investigate
+from bot.agent.readonly import DIFF_BYTES, GitTree, Investigation, ReadOnlyLimits, Unfinished, investigate
 from bot.errors import AgentError, WorkspaceError
 from bot.gates.report import conclusion
 from bot.orchestration.run import Run, batch_base
@@ -99,14 +99,14 @@ async def review_batch(run: Run, batch: int, outcome: BatchOutcome) -> BatchRevi
     if llm is None:
         return BatchReview(outcome.head_sha, error="no model is configured for reviews on this server")
     base = await run.mirror.resolve(batch_base(run, batch))
-    diff = (
-        await run.mirror.git("diff", "--no-color", "--no-ext-diff", f"{base}...{outcome.head_sha}")
-    ).stdout
+    tree = GitTree(run.mirror.git, outcome.head_sha)
+    diff, cut = await tree.diff_from(base)
+    if cut:
+        diff += f"\n[... the diff is longer than {DIFF_BYTES:,} bytes: it was cut here; read the files ...]\n"
     review = BatchReview(outcome.head_sha, diff=diff)
     gates = {sid: dict(run.state.stories[sid].gates) for sid in outcome.merged}
     gates["integration"] = {r.name: conclusion(r) for r in outcome.integration}
     prompt = review_prompt(run.state, outcome.merged, diff=diff, gates=gates)
-    tree = GitTree(run.mirror.git, outcome.head_sha)
     try:
         found: Investigation[AcceptanceAnswer] = await investigate(
             llm,

@@ -21,6 +21,7 @@ COMMAND = "/plan-cascade"
 _ZWSP_ENTITY = "&#8203;"
 _BLOCK_START = re.compile(r"^(?:[#>+\-*=|~_]|```|\d+[.)])")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
 
 
 def templates_dir() -> Path:
@@ -32,6 +33,10 @@ def templates_dir() -> Path:
 
 
 _CODE_SPAN = re.compile(r"(?<![`\\])(`++)(?!`)(.+?)(?<!`)\1(?!`)")
+_OPEN_TICK = re.compile(r"(?<!\\)((?:\\\\)*)`")
+"""A backtick no backslash escapes (an even run of backslashes before it escapes itself)."""
+_IN_CODE = str.maketrans({"<": "<\u200b", "@": "@\u200b", "&": "&\u200b"})
+"""Inside a code span: a zero-width space after what could start a tag, a mention or an entity."""
 
 
 def _escape_text(text: str) -> str:
@@ -40,18 +45,21 @@ def _escape_text(text: str) -> str:
 
 
 def _neutralise(text: str) -> str:
-    """Escape HTML and break @mentions outside code spans; inside them only break ``<!--``.
+    """Escape HTML and break @mentions outside code spans; inside them, break them invisibly.
 
-    Entities are not decoded in code spans, and nothing there renders as HTML or pings.
-    When in doubt (an unclosed or escaped backtick) the text is escaped as plain text.
+    Inside a code span entities are not decoded, so ``&lt;`` would show as typed: a zero-width
+    space after ``<``, ``@`` and ``&`` breaks a tag, a mention or an entity and shows nothing,
+    which holds even where CommonMark reads the span as text after all (a link destination
+    ``[a](`x)`` takes the backtick first). A backtick that opens no span here is
+    backslash-escaped, so it cannot pair with one on another line of the same paragraph.
     """
     out: list[str] = []
     last = 0
     for match in _CODE_SPAN.finditer(text):
-        out.append(_escape_text(text[last : match.start()]))
-        out.append(match.group(0).replace("<!--", "<\u200b!--"))
+        out.append(_escape_text(_OPEN_TICK.sub(r"\1\\`", text[last : match.start()])))
+        out.append(match.group(0).translate(_IN_CODE))
         last = match.end()
-    out.append(_escape_text(text[last:]))
+    out.append(_escape_text(_OPEN_TICK.sub(r"\1\\`", text[last:])))
     return "".join(out)
 
 
@@ -97,25 +105,47 @@ def md_cell(value: object) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 
 
+def _fence_opening(line: str) -> str | None:
+    """The fence ``line`` opens by CommonMark's rules (4.5), or None.
+
+    Up to three spaces, then three or more backticks or tildes; after backticks the info
+    string may hold no backtick (``` ``` x`y ``` is text, not a fence).
+    """
+    match = _FENCE.match(line)
+    if match is None:
+        return None
+    fence = match.group(1)
+    return None if fence[0] == "`" and "`" in line[match.end() :] else fence
+
+
+def _fence_closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes ``fence``: up to three spaces, the same character at least as
+    many times, then only spaces or tabs (a closing fence has no info string)."""
+    match = _FENCE_CLOSE.fullmatch(line)
+    return match is not None and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence)
+
+
 def md_block(value: object) -> str:
     """Untrusted multi-line Markdown (an LLM's perspective), kept as Markdown but defused.
 
     Outside code fences HTML is escaped and mentions broken; inside them only the
-    ``<!--`` that could forge a hidden marker is broken. A fence left open is closed.
+    ``<!--`` that could forge a hidden marker is broken. Fences follow CommonMark's rules, and an
+    opening fence is written at the left margin: indented, it could belong to a list item, which
+    a less indented line ends, fence and all, while we would still read code. A fence left open
+    is closed.
     """
     lines: list[str] = []
     fence: str | None = None
     for line in str(value).splitlines():
-        match = _FENCE.match(line)
-        if fence is None and match:
-            fence = match.group(1)
-            lines.append(line.replace("<!--", "<\u200b!--"))
-        elif fence is not None:
-            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+        if fence is None:
+            fence = _fence_opening(line)
+            lines.append(
+                _neutralise(line) if fence is None else line.lstrip(" ").replace("<!--", "<\u200b!--")
+            )
+        else:
+            if _fence_closes(line, fence):
                 fence = None
             lines.append(line.replace("<!--", "<\u200b!--"))
-        else:
-            lines.append(_neutralise(line))
     if fence is not None:
         lines.append(fence)
     return "\n".join(lines).strip("\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.errors import WorkspaceError
-from bot.workspace.process import kill_process_group
+from bot.workspace.process import kill_process_group, open_pipe
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 """PATH used when the caller's ``base`` does not provide one."""
@@ -38,6 +39,17 @@ HARDENING = (
 STDERR_TAIL = 2000
 """How many characters of stderr an error message keeps (the end, where git explains)."""
 
+OUTPUT_LIMIT = 16 * 2**20
+"""Bytes of stdout a git call reads at most unless it asks for less (`run_git`'s ``max_output``).
+
+Repository content decides the size of much of git's output (a few KB pushed can print
+hundreds of MB): nothing is read whole without a bound."""
+
+STDERR_KEEP = 65536
+"""Bytes of stderr kept (the end, where git explains); the rest is read and dropped."""
+
+READ_CHUNK = 65536
+
 _REDACTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"x-access-token:[^@\s'\"]*", re.IGNORECASE), "x-access-token:***"),
     (re.compile(r"(authorization:\s*)[^\r\n'\"]*", re.IGNORECASE), r"\1***"),
@@ -50,6 +62,10 @@ class PushRejected(WorkspaceError):
     """The remote refused a push: not a fast-forward, or the lease no longer holds."""
 
 
+class OutputTooLarge(WorkspaceError):
+    """A git command printed more than its call's limit; git was killed, the rest never read."""
+
+
 class GitResult(BaseModel):
     """What one git command returned."""
 
@@ -57,7 +73,11 @@ class GitResult(BaseModel):
 
     returncode: int = Field(description="Exit status of git.")
     stdout: str = Field(description="Standard output, decoded as UTF-8 (invalid bytes replaced).")
-    stderr: str = Field(description="Standard error, decoded as UTF-8 (invalid bytes replaced).")
+    stderr: str = Field(description="The end of standard error, decoded as UTF-8 (invalid bytes replaced).")
+    truncated: bool = Field(
+        default=False,
+        description="stdout stopped at the call's limit: git was killed and the rest never read.",
+    )
 
 
 def redact(text: str, *, secrets: Sequence[str] = ()) -> str:
@@ -130,41 +150,98 @@ async def run_git(
     env: Mapping[str, str],
     timeout: float = 300,  # noqa: ASYNC109 - the timeout must kill git's process group
     check: bool = True,
+    max_output: int = OUTPUT_LIMIT,
+    partial: bool = False,
 ) -> GitResult:
     """Run ``git <args>`` in ``cwd`` with exactly ``env``.
 
+    stdout is read in chunks and never past ``max_output`` bytes: at the limit git's process
+    group is killed and the rest is never read. With ``partial`` the result then holds the
+    first ``max_output`` bytes and says ``truncated``; without, :class:`OutputTooLarge` is
+    raised. Of stderr only the last `STDERR_KEEP` bytes are kept.
+
     With ``check`` a non-zero exit raises :class:`WorkspaceError` naming the redacted
-    command and the end of stderr. A timeout always raises; the process group is killed
-    on timeout and on cancellation.
+    command and the end of stderr (not for a result cut on purpose). A timeout always raises;
+    the process group is killed on timeout and on cancellation.
     """
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        *HARDENING,
-        *args,
-        cwd=cwd,
-        env=dict(env),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    out_fd, out_reader, out_pipe = await open_pipe()
+    try:
+        err_fd, err_reader, err_pipe = await open_pipe()
+    except BaseException:
+        os.close(out_fd)
+        out_pipe.close()
+        raise
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            *HARDENING,
+            *args,
+            cwd=cwd,
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out_fd,
+            stderr=err_fd,
+            start_new_session=True,
+        )
+    except BaseException:
+        out_pipe.close()
+        err_pipe.close()
+        raise
+    finally:
+        os.close(out_fd)
+        os.close(err_fd)
+    stderr_tail = asyncio.ensure_future(_tail(err_reader, STDERR_KEEP))
     try:
         async with asyncio.timeout(timeout):
-            out, err = await proc.communicate()
+            out, truncated = await _head(out_reader, max_output)
+            if truncated:
+                await kill_process_group(proc)
+            await proc.wait()
+            err = await stderr_tail
     except TimeoutError:
         await kill_process_group(proc)
         raise WorkspaceError(f"`{describe(args, env)}` timed out after {timeout:g}s in {cwd}") from None
     except BaseException:
         await kill_process_group(proc)
         raise
+    finally:
+        stderr_tail.cancel()
+        out_pipe.close()
+        err_pipe.close()
     result = GitResult(
         returncode=proc.returncode if proc.returncode is not None else -1,
         stdout=out.decode("utf-8", errors="replace"),
         stderr=err.decode("utf-8", errors="replace"),
+        truncated=truncated,
     )
-    if check and result.returncode != 0:
+    if truncated and not partial:
+        raise OutputTooLarge(
+            f"`{describe(args, env)}` printed more than {max_output:,} bytes in {cwd}: "
+            "stopped reading (the repository's content is too large to read whole)"
+        )
+    if check and not truncated and result.returncode != 0:
         raise WorkspaceError(failure_message(args, cwd=cwd, env=env, result=result))
     return result
+
+
+async def _head(reader: asyncio.StreamReader, limit: int) -> tuple[bytearray, bool]:
+    """The first ``limit`` bytes of the stream, and whether there was more (then unread)."""
+    kept = bytearray()
+    while len(kept) <= limit:
+        chunk = await reader.read(min(READ_CHUNK, limit + 1 - len(kept)))
+        if not chunk:
+            return kept, False
+        kept += chunk
+    del kept[limit:]
+    return kept, True
+
+
+async def _tail(reader: asyncio.StreamReader, keep: int) -> bytes:
+    """The last ``keep`` bytes of the stream, read to its end."""
+    tail = b""
+    while chunk := await reader.read(READ_CHUNK):
+        tail = (tail + chunk)[-keep:]
+    return tail
 
 
 def failure_message(args: Sequence[str], *, cwd: Path, env: Mapping[str, str], result: GitResult) -> str:

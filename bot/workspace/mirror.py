@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from bot.envsetup import ENV_DIRS
 from bot.errors import WorkspaceError
-from bot.workspace.git import GitResult, PushRejected, failure_message, git_env, run_git
+from bot.workspace.git import OUTPUT_LIMIT, GitResult, PushRejected, failure_message, git_env, run_git
 
 TokenProvider = Callable[[], Awaitable[str | None]]
 FETCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
@@ -158,10 +158,22 @@ class Mirror:
                 "no fetch or push is made with it; delete the mirror directory to rebuild it"
             )
 
-    async def git(self, *args: str, check: bool = True, remote: bool = False) -> GitResult:
-        """Run git inside the mirror; ``remote`` adds the token for commands that reach the remote."""
+    async def git(
+        self,
+        *args: str,
+        check: bool = True,
+        remote: bool = False,
+        max_output: int = OUTPUT_LIMIT,
+        partial: bool = False,
+    ) -> GitResult:
+        """Run git inside the mirror; ``remote`` adds the token for commands that reach the remote.
+
+        ``max_output`` and ``partial`` bound what is read of stdout (see `run_git`).
+        """
         env = await self.remote_env() if remote else self.local_env()
-        return await run_git(args, cwd=self.path, env=env, check=check)
+        return await run_git(
+            args, cwd=self.path, env=env, check=check, max_output=max_output, partial=partial
+        )
 
     def exists(self) -> bool:
         """True when the bare clone is on disk."""

@@ -146,11 +146,13 @@ async def _pump(stream: asyncio.StreamReader, capture: _Capture) -> None:
     capture.feed(b"", final=True)
 
 
-async def _open_output() -> tuple[int, asyncio.StreamReader, asyncio.ReadTransport]:
-    """A pipe for the command's merged output: the write fd for the child, a reader for us.
+async def open_pipe() -> tuple[int, asyncio.StreamReader, asyncio.ReadTransport]:
+    """A pipe for a command's output: the write fd for the child, a reader for us.
 
     Our own pipe, not ``asyncio.subprocess.PIPE``: then ``proc.wait()`` returns when the
-    command exits, even while a background child still holds the write end.
+    command exits, even while a background child still holds the write end, and closing the
+    transport stops reading whenever we choose (asyncio's own pipes must be read to the end).
+    The caller closes the write fd once the child has it, and the transport when done.
     """
     read_fd, write_fd = os.pipe()
     reader = asyncio.StreamReader()
@@ -198,7 +200,7 @@ async def run_process(
     registry = confinement.registry if confinement is not None else None
     capture = _Capture(output_limit)
     started = time.monotonic()
-    write_fd, reader, out = await _open_output()
+    write_fd, reader, out = await open_pipe()
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,

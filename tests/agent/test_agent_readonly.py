@@ -4,13 +4,14 @@ stops at its limits with what it spent."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from bot.agent.readonly import GitTree, ReadOnlyLimits, Unfinished, investigate
 from bot.llm import Completion, ScriptedLLM, Usage, tool_reply
-from bot.workspace.git import run_git
+from bot.workspace.git import GitResult, run_git
 from tests.execution_support import git, make_remote
 
 
@@ -23,8 +24,8 @@ def tree(tmp_path: Path) -> GitTree:
     remote = make_remote(tmp_path, {"src/deep/secret_name.py": "VALUE = 41\n", "README.md": "# r\n"})
     sha = git("rev-parse", "main", cwd=remote)
 
-    async def mirror_git(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
-        return await run_git(args, cwd=remote, env={"PATH": "/usr/bin:/bin"}, check=check)
+    async def mirror_git(*args: str, **bounds: Any) -> GitResult:
+        return await run_git(args, cwd=remote, env={"PATH": "/usr/bin:/bin"}, **bounds)
 
     return GitTree(mirror_git, sha)
 

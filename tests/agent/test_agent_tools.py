@@ -94,6 +94,18 @@ async def test_read_numbers_lines_and_pages(ctx: ToolContext, worktree: Path) ->
     assert "past the end" in await call(ctx, "read", path="long.txt", offset=50)
 
 
+async def test_read_stops_at_its_limit_and_edit_refuses_a_huge_file(ctx: ToolContext, worktree: Path) -> None:
+    with (worktree / "huge.txt").open("wb") as handle:  # sparse: text, then 9 MiB of holes
+        handle.write(b"word\n" * 2000)
+        handle.truncate(9 * 2**20)
+    read = await call(ctx, "read", path="huge.txt")
+    last = read.splitlines()[-1]
+    assert last == "[huge.txt is longer than 4,194,304 bytes: lines after 2000 cannot be read]"
+    assert "past the end" in await call(ctx, "read", path="huge.txt", offset=2001)
+    edit = await call(ctx, "edit", path="huge.txt", old="word", new="w")
+    assert edit.startswith("error:") and "larger than 8,388,608 bytes" in edit
+
+
 async def test_write_creates_parents_and_reports(ctx: ToolContext, worktree: Path) -> None:
     observation = await call(ctx, "write", path="pkg/sub/mod.py", content="x = 1\ny = 2\n")
     assert observation == "created pkg/sub/mod.py (2 lines)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import http.server
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -13,6 +14,8 @@ import pytest
 
 from bot.errors import WorkspaceError
 from bot.workspace import Mirror, git_env, redact, run_git
+from bot.workspace.git import OUTPUT_LIMIT, STDERR_KEEP, OutputTooLarge
+from tests.processes import live_with_arg
 
 TOKEN = "ghs_S3cretTokenValue0123456789abcdefXYZ"
 ENCODED = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
@@ -149,3 +152,38 @@ async def test_run_git_timeout_raises_and_kills(tmp_path: Path, home: Path) -> N
     env = git_env(base={"HOME": str(home), "GIT_SSH_COMMAND": "sleep 30;"})
     with pytest.raises(WorkspaceError, match=r"timed out after 0\.5s"):
         await run_git(["ls-remote", "ssh://example.invalid/x.git"], cwd=tmp_path, env=env, timeout=0.5)
+
+
+def flood(marker: str, *, to_stderr: bool = False) -> list[str]:
+    """git arguments that print `marker` lines forever (an alias: git runs it in its group)."""
+    return ["-c", f"alias.flood=!yes {marker}{' >&2' if to_stderr else ''}", "flood"]
+
+
+async def test_run_git_stops_reading_at_its_limit_and_kills_git(tmp_path: Path) -> None:
+    marker = f"flood-{uuid.uuid4().hex}"
+    result = await run_git(
+        flood(marker), cwd=tmp_path, env=git_env(), max_output=100_000, partial=True, timeout=20
+    )
+    assert result.truncated is True
+    assert len(result.stdout) == 100_000 and result.stdout.startswith(f"{marker}\n")
+    assert live_with_arg(marker) == []  # the endless printer was killed, not left writing
+
+
+async def test_run_git_refuses_output_over_its_limit_unless_partial_is_asked(tmp_path: Path) -> None:
+    with pytest.raises(OutputTooLarge, match="printed more than 4,096 bytes"):
+        await run_git(flood(f"flood-{uuid.uuid4().hex}"), cwd=tmp_path, env=git_env(), max_output=4096)
+    assert OUTPUT_LIMIT == 16 * 2**20  # every other read is bounded too
+
+
+async def test_run_git_keeps_only_the_end_of_stderr(tmp_path: Path) -> None:
+    marker = f"flood-{uuid.uuid4().hex}"
+    args = ["-c", f"alias.noisy=!yes {marker} | head -c 3000000 >&2; exit 3", "noisy"]
+    result = await run_git(args, cwd=tmp_path, env=git_env(), check=False, timeout=20)
+    assert result.returncode == 3 and result.truncated is False
+    assert len(result.stderr) == STDERR_KEEP and marker in result.stderr[-200:]  # the end, kept
+
+
+async def test_run_git_output_exactly_at_the_limit_is_whole(tmp_path: Path) -> None:
+    args = ["-c", "alias.some=!head -c 5000 /dev/zero", "some"]
+    result = await run_git(args, cwd=tmp_path, env=git_env(), max_output=5000, partial=True)
+    assert result.truncated is False and len(result.stdout) == 5000
