@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from bot.errors import WorkspaceError
 from bot.workspace.git import GitResult, run_git
+from bot.workspace.gitview import GitView, remove_scratch, scratch_for
 from bot.workspace.mirror import Mirror, read_ref
 
 
@@ -69,6 +70,17 @@ class Worktree:
             }
         explicit = ("--git-dir", str(self.admin), "--work-tree", str(self.path))
         return await run_git([*explicit, *args], cwd=self.path, env=self.mirror.local_env(extra), check=check)
+
+
+def sandbox_view(wt: Worktree) -> GitView:
+    """How `wt`'s git looks from inside its sandbox: the mirror read-only, a scratch HEAD and index."""
+    return _view(wt.mirror, wt.admin)
+
+
+def _view(mirror: Mirror, admin: Path) -> GitView:
+    real = mirror.path.resolve()
+    scratch = scratch_for(root=mirror.root.resolve(), mirror=real, admin_id=admin.name)
+    return GitView(mirror=real, admin=admin.resolve(), scratch=scratch)
 
 
 class MergeOutcome(BaseModel):
@@ -141,6 +153,9 @@ async def remove_worktree(wt: Worktree) -> None:
 
 async def _remove_locked(wt: Worktree) -> None:
     removed = None
+    admin = admin_dir(wt.mirror, wt.path) if wt.mirror.exists() else None
+    if admin is not None:  # its sandboxes' scratch HEAD and index go with it
+        remove_scratch(_view(wt.mirror, admin).scratch)
     if wt.mirror.exists():
         removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
     if wt.path.exists():
