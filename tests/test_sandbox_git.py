@@ -60,7 +60,9 @@ async def test_a_gate_and_an_agent_run_git_in_the_worktree_and_see_its_tags(tmp_
         "agent.sh",
         f'cd "$2"\necho more >> README.md\n'
         f"{{ git describe --tags; git status --short README.md; git diff --stat; git log -1 --format=%s; }}"
-        f" > /tmp/seen 2>&1 || true\nmv /tmp/seen {seen}\n",
+        f" > /tmp/seen 2>&1 || true\nmv /tmp/seen {seen}\n"
+        # Its own commit works inside, and stays there: the bot commits the worktree's files.
+        "git add -A && git -c user.name=agent -c user.email=agent@example.com commit -qm 'agent commit'\n",
     )
     config = config_for(script, gates(("history", "git describe --tags && git log -1 && git status --short")))
     run = make_run(tmp_path, remote, approved_state(PRD), config, sandbox=Sandbox())
@@ -74,6 +76,10 @@ async def test_a_gate_and_an_agent_run_git_in_the_worktree_and_see_its_tags(tmp_
     said = git("show", f"{BRANCH}:{seen}", cwd=remote)
     diffstat = [" README.md | 1 +", " 1 file changed, 1 insertion(+)"]
     assert said.splitlines() == [TAG, " M README.md", *diffstat, "initial"]
+    log = git("log", "--format=%an %s", BRANCH, cwd=remote).splitlines()
+    assert log == ["Plan Cascade STORY-001: Write", "Dev initial"], log
+    private = run.mirror.root / "sandbox-git"  # the private copies went with the worktree
+    assert private.is_dir() and not [p for p in private.rglob("*") if not p.is_dir()]
 
 
 async def gate_run(tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -96,39 +102,38 @@ async def in_gate(run, wt, home: Path, command: str) -> str:  # type: ignore[no-
     return result.output
 
 
-async def test_writes_to_head_index_and_admin_dir_stay_in_the_sandbox(tmp_path: Path) -> None:
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+async def test_what_git_writes_in_the_sandbox_never_reaches_the_bots_git(tmp_path: Path) -> None:
     run = await gate_run(tmp_path)
     main = "refs/remotes/origin/main"
     wt = await add_worktree(run.mirror, branch=BRANCH, base_ref=main, path=tmp_path / "wt")
     home = tmp_path / "home"
     home.mkdir()
-    admin = wt.admin
-    before = {p.relative_to(admin): p.read_bytes() for p in admin.rglob("*") if p.is_file()}
-    mirror_refs = git("for-each-ref", cwd=run.mirror.path)
+    before = files_of(run.mirror.path)  # objects, refs, tags, config and the admin dir
     write = (
         "set -e; gitdir=$(git rev-parse --git-dir); common=$(git rev-parse --git-common-dir); "
-        "echo new > new.txt; git add new.txt 2>/dev/null || git update-index --add --cacheinfo "
-        "100644,$(git rev-parse HEAD:README.md),new.txt; "
-        "git symbolic-ref HEAD refs/heads/main; "
-        'printf "[core]\\n\\tfsmonitor = /bin/false\\n" > "$gitdir/config.worktree"; '
-        'echo junk > "$gitdir/ORIG_HEAD"; mkdir -p "$gitdir/refs/bisect"; '
-        'echo "HEAD=$(git symbolic-ref HEAD)"; git status --short; '
-        'if echo x > "$common/refs/heads/evil" 2>/dev/null; then echo MIRROR-WRITABLE; fi; '
-        "if git update-ref refs/heads/evil HEAD 2>/dev/null; then echo REFS-WRITABLE; fi; "
+        "echo new > new.txt; git add new.txt; git stash -q; git stash pop -q; "
+        "git -c user.name=a -c user.email=a@example.com commit -qm evil; "
+        "git update-ref refs/heads/main HEAD; git tag -f v9.9.9; git symbolic-ref HEAD refs/heads/main; "
+        'git config core.hooksPath /tmp; git config --file "$gitdir/config.worktree" core.fsmonitor no; '
+        'echo junk > "$gitdir/ORIG_HEAD"; git gc -q; '
+        'echo "HEAD=$(git symbolic-ref HEAD) $(git describe --tags) $(git log -1 --format=%s)"; '
+        'if touch "$common/objects/shared/x" 2>/dev/null; then echo OBJECTS-WRITABLE; fi; '
         "echo done"
     )
     inside = await in_gate(run, wt, home, write)
-    assert "HEAD=refs/heads/main" in inside and "AM new.txt" in inside and "done" in inside, inside
-    assert "MIRROR-WRITABLE" not in inside and "REFS-WRITABLE" not in inside
-    # The bot's git sees none of it: the real admin dir is byte for byte what it was.
-    after = {p.relative_to(admin): p.read_bytes() for p in admin.rglob("*") if p.is_file()}
-    assert after == before
-    assert git("for-each-ref", cwd=run.mirror.path) == mirror_refs
+    assert "HEAD=refs/heads/main v9.9.9 evil" in inside and "done" in inside, inside
+    assert "OBJECTS-WRITABLE" not in inside
+    # The bot's git sees none of it: every file of the mirror is byte for byte what it was.
+    assert files_of(run.mirror.path) == before
     assert (await wt.git("symbolic-ref", "HEAD")).stdout.strip() == f"refs/heads/{BRANCH}"
-    assert "new.txt" not in (await wt.git("diff", "--cached", "--name-only")).stdout
+    assert (await wt.git("describe", "--tags")).stdout.strip() == TAG
     # The next confinement starts again from what the bot's git sees.
-    again = await in_gate(run, wt, home, "git symbolic-ref HEAD; git status --short")
-    assert again.splitlines() == [f"refs/heads/{BRANCH}", "?? new.txt"], again
+    again = await in_gate(run, wt, home, "git symbolic-ref HEAD; git describe --tags; git status --short")
+    assert again.splitlines() == [f"refs/heads/{BRANCH}", TAG, "?? new.txt"], again
 
 
 async def test_the_sandbox_sees_its_own_mirror_and_nothing_else_of_the_data_dir(tmp_path: Path) -> None:

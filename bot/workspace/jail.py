@@ -10,8 +10,8 @@ process runs under bubblewrap with:
   its tools, a fresh /proc (nothing of the server is visible), a minimal /dev, a private /tmp;
 - its worktree and its HOME read-write; the worktree's `.git` file and existing `paths.deny`
   matches read-only on top;
-- its worktree's git (`GitView`): the repository's mirror read-only, a scratch copy of the
-  worktree's own HEAD and index read-write (see `bot.workspace.gitview`);
+- its worktree's git (`GitView`): the mirror's objects read-only, a private copy of its refs,
+  tags and the worktree's HEAD and index read-write (see `bot.workspace.gitview`);
 - nothing else: not the rest of the data dir, the App's key, other mirrors, other worktrees, the
   server's HOME or working directory.
 
@@ -204,8 +204,8 @@ class Sandbox:
     ) -> Confinement:
         """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run.
 
-        Confined, the worktree's `git` view is refreshed now: its processes start from what the
-        bot's git sees, and what earlier ones wrote to their HEAD and index is gone.
+        Confined, the worktree's `git` view is made again now: its processes start from what the
+        bot's git sees, and what earlier ones wrote to their copy of it is gone.
         """
         mode = self.effective(repo_setting)
         problem = self.problem() if mode != "off" else None

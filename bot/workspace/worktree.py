@@ -73,14 +73,14 @@ class Worktree:
 
 
 def sandbox_view(wt: Worktree) -> GitView:
-    """How `wt`'s git looks from inside its sandbox: the mirror read-only, a scratch HEAD and index."""
+    """How `wt`'s git looks from inside its sandbox: a private copy, over the mirror's objects."""
     return _view(wt.mirror, wt.admin)
 
 
 def _view(mirror: Mirror, admin: Path) -> GitView:
     real = mirror.path.resolve()
     scratch = scratch_for(root=mirror.root.resolve(), mirror=real, admin_id=admin.name)
-    return GitView(mirror=real, admin=admin.resolve(), scratch=scratch)
+    return GitView(mirror=real, admin_id=admin.name, scratch=scratch)
 
 
 class MergeOutcome(BaseModel):
@@ -154,7 +154,7 @@ async def remove_worktree(wt: Worktree) -> None:
 async def _remove_locked(wt: Worktree) -> None:
     removed = None
     admin = admin_dir(wt.mirror, wt.path) if wt.mirror.exists() else None
-    if admin is not None:  # its sandboxes' scratch HEAD and index go with it
+    if admin is not None:  # its sandboxes' private copy of its git goes with it
         remove_scratch(_view(wt.mirror, admin).scratch)
     if wt.mirror.exists():
         removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
