@@ -9,6 +9,8 @@ that take their version from git tags (setuptools-scm, hatch-vcs) could not inst
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,8 +152,17 @@ async def test_the_sandbox_sees_its_own_mirror_and_nothing_else_of_the_data_dir(
     wt = await add_worktree(run.mirror, branch=BRANCH, base_ref=main, path=data / "wt")
     home = data / "home"
     home.mkdir()
+    # `git status` inside reads no file again (which would rewrite the index) although the files
+    # belong to another uid there than the one the bot's git recorded: only their content counts.
+    hour_ago = time.time() - 3600
+    for path in wt.path.rglob("*"):
+        if ".git" not in path.name:
+            os.utime(path, (hour_ago, hour_ago), follow_symlinks=False)
+    await wt.git("status")  # the bot's git records those times in the index (which is not racy then)
+    kept = 'i="$(git rev-parse --git-dir)/index"; a=$(stat -c %y "$i"); git status -s; '
+    kept += '[ "$(stat -c %y "$i")" = "$a" ]'
     look = (
-        f"git describe --tags; ls -1a {data}; echo mirrors:; ls -1 {data}/mirrors; echo admin:; "
+        f"{kept} && git describe --tags; ls -1a {data}; echo mirrors:; ls -1 {data}/mirrors; echo admin:; "
         f"ls -1 {run.mirror.path}/worktrees; cat {data}/app.pem {data}/plan-cascade.db 2>&1; true"
     )
     output = await in_gate(run, wt, home, look)

@@ -36,6 +36,11 @@ SHARED = "shared"
 COPIED = ("HEAD", "config", "shallow")
 """The mirror's own files a repository needs (refs, `info/` and packed-refs are copied besides)."""
 
+PRIVATE_CONFIG = "\n[core]\n\tcheckStat = minimal\n"
+"""Added to the copy's config: inside, the worktree's files belong to another uid than the one
+the bot's git recorded in the index, and with the default check every `git status` would read
+every file again to compare it."""
+
 
 def scratch_for(*, root: Path, mirror: Path, admin_id: str) -> Path:
     """Where the private copy for the worktree `admin_id` of `mirror` lives (the bot's alone)."""
@@ -62,6 +67,8 @@ class GitView:
         for name in COPIED:
             if (self.mirror / name).is_file():
                 shutil.copyfile(self.mirror / name, self.scratch / name)
+        with (self.scratch / "config").open("a") as config:
+            config.write(PRIVATE_CONFIG)
         for tree in ("refs", "info"):
             _copy_settled(self.mirror / tree, self.scratch / tree)
         for name in ("refs/heads", "refs/tags"):
