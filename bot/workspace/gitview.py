@@ -29,6 +29,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.errors import WorkspaceError
+
 SCRATCH_DIR = "sandbox-git"
 """Under the data dir: `<data>/sandbox-git/<mirror>/<worktree id>`, one private repository each."""
 SHARED = "shared"
@@ -60,6 +62,13 @@ class GitView:
 
     def refresh(self) -> None:
         """Make the private copy again from what the bot's git sees now."""
+        try:
+            self._copy()
+        except OSError as exc:  # the message reaches the plan comment: no server path in it
+            why = exc.strerror or type(exc).__name__
+            raise WorkspaceError(f"the sandbox's copy of the repository could not be made ({why})") from exc
+
+    def _copy(self) -> None:
         remove_scratch(self.scratch)
         (self.scratch / "objects" / SHARED).mkdir(parents=True)
         (self.scratch / "objects" / "info").mkdir()
@@ -101,7 +110,7 @@ def _copy_settled(source: Path, target: Path) -> None:
 
 
 def remove_scratch(path: Path) -> None:
-    """Delete a scratch admin dir, whatever a sandbox left in it: symlinks are removed, never
+    """Delete a private copy, whatever a sandbox left in it: symlinks are removed, never
     followed, and directories it made unwritable are opened up first (for a bot that is not root).
     Its sandboxes are gone by then (each dies with its command), so nothing changes it meanwhile."""
     if path.is_symlink():

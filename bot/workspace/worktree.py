@@ -10,6 +10,7 @@ the mirror's own records) and the work tree explicitly.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,8 +155,9 @@ async def remove_worktree(wt: Worktree) -> None:
 async def _remove_locked(wt: Worktree) -> None:
     removed = None
     admin = admin_dir(wt.mirror, wt.path) if wt.mirror.exists() else None
-    if admin is not None:  # its sandboxes' private copy of its git goes with it
-        remove_scratch(_view(wt.mirror, admin).scratch)
+    if admin is not None:  # its sandboxes' private copy of its git goes with it (or with the next)
+        with contextlib.suppress(OSError):
+            remove_scratch(_view(wt.mirror, admin).scratch)
     if wt.mirror.exists():
         removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
     if wt.path.exists():
