@@ -231,7 +231,8 @@ async def merge_branches(
     identity = (author_name, author_email)
     for branch in branches:
         args = ["merge", "--no-ff", "--no-edit", "--no-verify", "--no-gpg-sign", "-m", message_for(branch)]
-        result = await wt.git(*args, "--", branch, check=False, identity=identity)
+        # The branch itself, never a tag of the same name (the remote's tags are fetched).
+        result = await wt.git(*args, "--", f"refs/heads/{branch}", check=False, identity=identity)
         if result.returncode == 0:
             outcome.merged.append(branch)
             continue
