@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 from bot.llm import Usage
 from bot.plan import PRD, Story
 from bot.repoconfig import AgentLimits
+from bot.workspace.gitview import GitView
 from bot.workspace.jail import Confinement, Sandbox
 
 Phase = Literal["implementation", "retry", "refactor", "review", "ci"]
@@ -61,6 +62,9 @@ class AgentTask(BaseModel):
         default_factory=list,
         description="Directories outside the worktree bound read-only (the repository's package caches).",
     )
+    git: InstanceOf[GitView] | None = Field(
+        default=None, description="The worktree's git as the sandbox shows it (history read-only)."
+    )
 
 
 def confinement_for(task: AgentTask, *, network: bool = False, tools: Sequence[Path] = ()) -> Confinement:
@@ -72,6 +76,7 @@ def confinement_for(task: AgentTask, *, network: bool = False, tools: Sequence[P
         network=network,
         readonly=[*task.protected, *task.shared],
         tools=tools,
+        git=task.git,
     )
 
 

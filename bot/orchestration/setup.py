@@ -23,7 +23,7 @@ from bot.workspace.jail import Confinement
 from bot.workspace.mirror import mirror_slug
 from bot.workspace.policy import protected_paths
 from bot.workspace.process import scrubbed_env, uv_program
-from bot.workspace.worktree import Worktree
+from bot.workspace.worktree import Worktree, sandbox_view
 
 SETUP_GATE = "setup"
 SETUP_FAILED = "setup failed"
@@ -77,12 +77,14 @@ async def protected(run: Run, wt: Worktree) -> list[Path]:
 
 
 async def gate_confinement(run: Run, wt: Worktree, home: Path) -> Confinement:
-    """Where a gate runs: the run's sandbox, no network, `.git`, denied paths and caches read-only."""
+    """Where a gate runs: the run's sandbox, no network, `.git`, denied paths and caches read-only,
+    the repository's history read-only (`git describe`, `git log` work)."""
     return run.sandbox.confinement(
         worktree=wt.path,
         home=home,
         repo_setting=run.config.agent.sandbox,
         readonly=[*await protected(run, wt), *shared_dirs(run)],
+        git=sandbox_view(wt),
     )
 
 
@@ -108,6 +110,7 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         network=True,
         readonly=await protected(run, wt),
         writable=[caches],
+        git=sandbox_view(wt),  # a version taken from git tags (setuptools-scm, hatch-vcs) needs it
     )
 
     async def setup() -> GateResult:

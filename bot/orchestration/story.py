@@ -36,7 +36,7 @@ from bot.plan import Story
 from bot.state import StoryStatus
 from bot.workspace.git import PushRejected
 from bot.workspace.policy import policy_violations, revert, violation_feedback
-from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree
+from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view
 
 log = logging.getLogger(__name__)
 
@@ -320,6 +320,7 @@ async def _run_agent(
         path=run.tool_path,
         env=setup_variables(run, wt, home),
         shared=shared_dirs(run),
+        git=sandbox_view(wt),
     )
     result = await agent.run(task)
     record = run.state.stories[story.id]

@@ -9,8 +9,11 @@ process runs under bubblewrap with:
 - read-only system directories (/usr, /bin, /lib*, /sbin, /etc, /opt) and the directories of
   its tools, a fresh /proc (nothing of the server is visible), a minimal /dev, a private /tmp;
 - its worktree and its HOME read-write; the worktree's `.git` file and existing `paths.deny`
-  matches read-only on top; nothing else: not the data dir, the App's key, the mirrors, other
-  worktrees, the server's HOME or working directory.
+  matches read-only on top;
+- its worktree's git (`GitView`): the mirror's objects read-only, a private copy of its refs,
+  tags and the worktree's HEAD and index read-write (see `bot.workspace.gitview`);
+- nothing else: not the rest of the data dir, the App's key, other mirrors, other worktrees, the
+  server's HOME or working directory.
 
 The environment is given to bubblewrap itself (never as arguments, which `/proc` shows).
 """
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.errors import WorkspaceError
+from bot.workspace.gitview import GitView
 from bot.workspace.reaper import ProcessRegistry
 
 SandboxMode = Literal["required", "auto", "off"]
@@ -114,6 +118,8 @@ class Confinement:
     registry: ProcessRegistry | None = None
     writable: tuple[Path, ...] = ()
     """More read-write directories (a repository's package caches, for setup only)."""
+    git: GitView | None = None
+    """The worktree's git as the process sees it (None: no git, e.g. a directory that is no worktree)."""
 
     def argv(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
         """`argv` wrapped in bubblewrap (unchanged when not confined)."""
@@ -131,6 +137,8 @@ class Confinement:
                 args += ["--bind", str(writable), str(writable)]
         if self.worktree is not None and not cwd.is_relative_to(self.worktree):
             args += ["--ro-bind", str(cwd), str(cwd)]
+        if self.git is not None:
+            args += self.git.mounts()
         for path in self.readonly:
             if path.exists() or path.is_symlink():
                 args += ["--ro-bind", str(path), str(path)]
@@ -192,8 +200,13 @@ class Sandbox:
         readonly: Sequence[Path] = (),
         tools: Sequence[Path] = (),
         writable: Sequence[Path] = (),
+        git: GitView | None = None,
     ) -> Confinement:
-        """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run."""
+        """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run.
+
+        Confined, the worktree's `git` view is made again now: its processes start from what the
+        bot's git sees, and what earlier ones wrote to their copy of it is gone.
+        """
         mode = self.effective(repo_setting)
         problem = self.problem() if mode != "off" else None
         if mode == "required" and problem is not None:
@@ -202,8 +215,11 @@ class Sandbox:
                 "bubblewrap (e.g. `apt-get install bubblewrap`) or, on a runner you trust, set "
                 "PLAN_CASCADE_SANDBOX=off"
             )
+        confined = mode != "off" and problem is None
+        if confined and git is not None:
+            git.refresh()
         return Confinement(
-            confined=mode != "off" and problem is None,
+            confined=confined,
             bwrap=self.bwrap,
             worktree=worktree,
             home=home,
@@ -213,4 +229,5 @@ class Sandbox:
             hidden=self.hidden,
             registry=self.registry,
             writable=tuple(writable),
+            git=git if confined else None,
         )

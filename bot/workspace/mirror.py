@@ -1,8 +1,9 @@
 """A bare mirror of one repository, the shared object store of all its worktrees.
 
 Layout: ``<root>/mirrors/<slug>.git``. Remote branches are fetched into
-``refs/remotes/origin/*``; ``refs/heads/*`` holds the branches we build locally and
-push. Use ``origin/<branch>`` as a base ref. For https URLs the installation token
+``refs/remotes/origin/*``, tags into ``refs/tags/*`` as the remote has them (a project's
+version may come from them, inside the sandbox too); ``refs/heads/*`` holds the branches
+we build locally and push. Use ``origin/<branch>`` as a base ref. For https URLs the installation token
 comes from ``token_provider`` on every network call and travels only through env.
 """
 
@@ -23,6 +24,10 @@ from bot.workspace.git import OUTPUT_LIMIT, GitResult, PushRejected, failure_mes
 
 TokenProvider = Callable[[], Awaitable[str | None]]
 FETCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
+FETCH = ("fetch", "--prune", "--prune-tags", "--force", "origin")
+"""Every fetch: branches as configured, and tags exactly as the remote has them. Without
+`--prune-tags --force` a tag deleted on the remote stays and a moved one is never updated
+(git only follows new tags), so `git describe` would name a version the remote no longer has."""
 MIRROR_CONFIG_KEYS = frozenset(
     {
         "core.repositoryformatversion",
@@ -205,7 +210,7 @@ class Mirror:
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-        await self.git("fetch", "--prune", "origin", remote=True)
+        await self.git(*FETCH, remote=True)
 
     def exclude_environments(self) -> None:
         """Keep what setup installs in a worktree (`.venv/`, `node_modules/`) out of every commit."""
@@ -219,14 +224,14 @@ class Mirror:
             exclude.write_text(current + ("" if current.endswith("\n") or not current else "\n") + wanted)
 
     async def fetch(self) -> None:
-        """Clone if needed (which fetches), else ``git fetch --prune origin`` into
-        ``refs/remotes/origin/*``: `ensure` and a fetch, with one fetch."""
+        """Clone if needed (which fetches), else `FETCH` into ``refs/remotes/origin/*`` and
+        ``refs/tags/*``: `ensure` and a fetch, with one fetch."""
         async with self._lock:
             if not self.exists():
                 await self._ensure_locked()
                 return
             self.exclude_environments()
-            await self.git("fetch", "--prune", "origin", remote=True)
+            await self.git(*FETCH, remote=True)
 
     async def resolve(self, ref: str) -> str:
         """The commit sha ``ref`` names in the mirror (e.g. ``origin/main``, a sha, a local branch)."""

@@ -10,6 +10,7 @@ the mirror's own records) and the work tree explicitly.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from bot.errors import WorkspaceError
 from bot.workspace.git import GitResult, run_git
+from bot.workspace.gitview import GitView, remove_scratch, scratch_for
 from bot.workspace.mirror import Mirror, read_ref
 
 
@@ -69,6 +71,17 @@ class Worktree:
             }
         explicit = ("--git-dir", str(self.admin), "--work-tree", str(self.path))
         return await run_git([*explicit, *args], cwd=self.path, env=self.mirror.local_env(extra), check=check)
+
+
+def sandbox_view(wt: Worktree) -> GitView:
+    """How `wt`'s git looks from inside its sandbox: a private copy, over the mirror's objects."""
+    return _view(wt.mirror, wt.admin)
+
+
+def _view(mirror: Mirror, admin: Path) -> GitView:
+    real = mirror.path.resolve()
+    scratch = scratch_for(root=mirror.root.resolve(), mirror=real, admin_id=admin.name)
+    return GitView(mirror=real, admin_id=admin.name, scratch=scratch)
 
 
 class MergeOutcome(BaseModel):
@@ -141,6 +154,10 @@ async def remove_worktree(wt: Worktree) -> None:
 
 async def _remove_locked(wt: Worktree) -> None:
     removed = None
+    admin = admin_dir(wt.mirror, wt.path) if wt.mirror.exists() else None
+    if admin is not None:  # its sandboxes' private copy of its git goes with it (or with the next)
+        with contextlib.suppress(OSError):
+            remove_scratch(_view(wt.mirror, admin).scratch)
     if wt.mirror.exists():
         removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
     if wt.path.exists():
@@ -214,7 +231,8 @@ async def merge_branches(
     identity = (author_name, author_email)
     for branch in branches:
         args = ["merge", "--no-ff", "--no-edit", "--no-verify", "--no-gpg-sign", "-m", message_for(branch)]
-        result = await wt.git(*args, "--", branch, check=False, identity=identity)
+        # The branch itself, never a tag of the same name (the remote's tags are fetched).
+        result = await wt.git(*args, "--", f"refs/heads/{branch}", check=False, identity=identity)
         if result.returncode == 0:
             outcome.merged.append(branch)
             continue

@@ -56,6 +56,31 @@ async def test_fetch_sees_new_commits_and_prunes(mirror: Mirror, seed: Path, git
         await mirror.resolve("origin/feature")
 
 
+async def test_fetch_mirrors_tags_new_moved_and_deleted(mirror: Mirror, seed: Path, git: Git) -> None:
+    """A project's version comes from its tags (setuptools-scm): the mirror has them as the remote has."""
+    first = git("rev-parse", "HEAD", cwd=seed)
+    (seed / "f.txt").write_text("x\n")
+    git("add", "-A", cwd=seed)
+    git("commit", "-q", "-m", "second", cwd=seed)
+    git("tag", "-a", "v2.0", "-m", "release", cwd=seed)
+    git("push", "-q", "origin", "HEAD:main", "v2.0", cwd=seed)
+    await mirror.fetch()
+    assert git("describe", "--tags", "origin/main", cwd=mirror.path) == "v2.0"
+
+    git("tag", "v1.0", first, cwd=seed)  # a tag added later on a commit the mirror already has
+    git("tag", "-f", "-a", "v2.0", "-m", "release, again", first, cwd=seed)  # a release re-tagged
+    git("push", "-q", "--force", "origin", "v1.0", "v2.0", cwd=seed)
+    git("tag", "gone", cwd=seed)
+    git("push", "-q", "origin", "gone", cwd=seed)
+    await mirror.fetch()
+    git("push", "-q", "origin", "--delete", "gone", cwd=seed)
+    await mirror.fetch()
+    listed = ("for-each-ref", "--format=%(refname:short) %(objectname) %(*objectname)", "refs/tags")
+    tags = git(*listed, cwd=mirror.path)
+    assert tags == git(*listed, cwd=seed.parent / "remote.git")
+    assert "gone" not in tags and git("rev-parse", "v2.0^{commit}", cwd=mirror.path) == first
+
+
 async def test_default_branch_and_remote_sha(mirror: Mirror, remote: Path, git: Git) -> None:
     assert await mirror.default_branch() == "main"
     assert await mirror.remote_sha("main") == git("rev-parse", "main", cwd=remote)

@@ -177,6 +177,25 @@ async def test_merge_branches_skips_conflicts_and_continues(mirror: Mirror, tmp_
     assert all(line.split("|")[1] == BOT_NAME and len(line.split("|")[2].split()) == 2 for line in log)
 
 
+async def test_a_tag_named_like_a_story_branch_is_not_merged_in_its_place(
+    mirror: Mirror, tmp_path: Path, git: Git, seed: Path
+) -> None:
+    """Tags come from the remote (anyone who can push makes them): a merge names the branch itself."""
+    (seed / "planted.txt").write_text("not the story's work\n")
+    git("add", "-A", cwd=seed)
+    git("commit", "-q", "-m", "planted", cwd=seed)
+    git("tag", "bot/s", cwd=seed)
+    git("push", "-q", "origin", "bot/s", cwd=seed)
+    await mirror.fetch()
+    await _branch_writing(mirror, tmp_path, branch="bot/s", files={"s.txt": "s\n"})
+    wt = await add_worktree(mirror, branch="bot/int", base_ref="origin/main", path=tmp_path / "int")
+    outcome = await merge_branches(
+        wt, ["bot/s"], author_name=BOT_NAME, author_email=BOT_EMAIL, message_for=lambda b: f"Merge {b}"
+    )
+    assert outcome.merged == ["bot/s"]
+    assert (wt.path / "s.txt").exists() and not (wt.path / "planted.txt").exists()
+
+
 async def test_merge_of_unknown_branch_is_an_error_not_a_conflict(mirror: Mirror, tmp_path: Path) -> None:
     wt = await add_worktree(mirror, branch="bot/m", base_ref="origin/main", path=tmp_path / "m")
     with pytest.raises(WorkspaceError, match="bot/missing"):
