@@ -178,6 +178,12 @@ class PlanState(BaseModel):
     setup_source: Literal["configured", "detected", "none"] = Field(
         default="none", description="Where the setup commands came from."
     )
+    setup_read: list[str] = Field(
+        default_factory=list, description="The files detected setup was based on (shown with it)."
+    )
+    setup_notes: list[str] = Field(
+        default_factory=list, description="What the approver should know about detected setup."
+    )
     plan_pr_head: str | None = Field(
         default=None, description="The commit the bot pushed to the plan PR (later ones need a writer)."
     )

@@ -52,13 +52,16 @@ def test_python_tool_tables(tmp_path: Path) -> None:
     ids=["optional-dependencies", "dependency-groups", "poetry", "uv"],
 )
 def test_python_tools_from_dependencies(tmp_path: Path, pyproject: str) -> None:
+    """Declaring mypy and pytest asks for their gates; ruff lints only where it is configured."""
     write(tmp_path, "pyproject.toml", pyproject)
+    assert [g.name for g in detect_gates(tmp_path)] == ["typecheck", "test"]
+    write(tmp_path, "ruff.toml", "line-length = 100\n")
     assert [g.name for g in detect_gates(tmp_path)] == ["typecheck", "test", "lint"]
 
 
 def test_python_tests_dir_alone_gives_pytest(tmp_path: Path) -> None:
     write(tmp_path, "pyproject.toml", '[project]\nname = "x"\ndependencies = ["httpx"]\n')
-    (tmp_path / "tests").mkdir()
+    write(tmp_path, "tests/check_things.py", "")
     assert commands(detect_gates(tmp_path)) == [("test", "test", "python -m pytest -q")]
 
 
@@ -75,7 +78,7 @@ def test_tests_dir_without_python_project_is_not_pytest(tmp_path: Path) -> None:
 
 def test_broken_pyproject_counts_as_empty(tmp_path: Path) -> None:
     write(tmp_path, "pyproject.toml", "[tool.ruff\nthis is not toml")
-    (tmp_path / "tests").mkdir()
+    write(tmp_path, "tests/test_x.py", "")
     assert [g.name for g in detect_gates(tmp_path)] == ["test"]
 
 
