@@ -105,12 +105,17 @@ CONFIG = """agent:
 {extra}"""
 
 
-async def plan_and_run(h: Harness, tmp_path: Path, files: dict[str, str], extra: str = "") -> Path:
+WRITE_STORY_FILE = 'echo done > "$2/$id.txt"\n'
+
+
+async def plan_and_run(
+    h: Harness, tmp_path: Path, files: dict[str, str], extra: str = "", agent: str = WRITE_STORY_FILE
+) -> Path:
+    """Plan PRD's three stories on a repository of `files` and run them; `agent` is the script's
+    work (`$id` the story id in lower case, `$2` the worktree)."""
     remote = make_remote(tmp_path, {**files, ".github/plan-cascade.yml": ""})
     calls = tmp_path / "calls.txt"
-    script = agent_script(
-        tmp_path, "ok.sh", f'id=$(echo "$1" | tr A-Z a-z)\necho "$1" >> {calls}\necho done > "$2/$id.txt"\n'
-    )
+    script = agent_script(tmp_path, "ok.sh", f'id=$(echo "$1" | tr A-Z a-z)\necho "$1" >> {calls}\n{agent}')
     seed = tmp_path / "seed"
     (seed / ".github" / "plan-cascade.yml").write_text(CONFIG.format(script=script, extra=extra))
     git("commit", "-qam", "config", cwd=seed)
