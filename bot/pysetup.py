@@ -188,4 +188,11 @@ def _unlocked(view: RepoView, pyproject: dict[str, Any]) -> _Install:
     for path in [*files, *[f for f in tox.files if f not in files]]:
         install.args.append(f"-r {shlex.quote(path)}")
     install.requirements(requirements + tox.deps)
+    for group in tox.groups:
+        install.provided |= requirement_names(group_requirements(pyproject, group))
+    for path in tox.files:
+        install.provided |= requirement_names(requirement_lines(view.text(path) or ""))
+    optional = table(project, "optional-dependencies")
+    for extra in tox.extras:
+        install.provided |= requirement_names(strings(optional.get(extra)))
     return install

@@ -65,6 +65,32 @@ def test_python_tests_dir_alone_gives_pytest(tmp_path: Path) -> None:
     assert commands(detect_gates(tmp_path)) == [("test", "test", "python -m pytest -q")]
 
 
+def test_a_setup_py_project_with_a_top_level_pytest_suite_gets_a_test_gate(tmp_path: Path) -> None:
+    """Reproduced: `setup.py` and `test_*.py` beside the code, no tests folder: no gate at all."""
+    write(tmp_path, "setup.py", "from setuptools import setup\nsetup(name='calc')\n")
+    write(tmp_path, "calc.py", "def add(a, b):\n    return a + b\n")
+    write(tmp_path, "test_calc.py", "from calc import add\n")
+    assert commands(detect_gates(tmp_path)) == [("test", "test", "python -m pytest -q")]
+
+
+def test_the_worktree_view_leaves_out_environments_and_symlinks(tmp_path: Path) -> None:
+    write(tmp_path, "setup.py", "")
+    write(tmp_path, ".venv/lib/site-packages/pkg/tests/test_pkg.py", "")
+    write(tmp_path, "node_modules/x/test_x.py", "")
+    (tmp_path / "test_link.py").symlink_to(tmp_path / "setup.py")
+    assert detect_gates(tmp_path) == []
+    write(tmp_path, "tests/test_calc.py", "")
+    assert [g.name for g in detect_gates(tmp_path)] == ["test"]
+
+
+def test_a_python_gate_needs_its_tool_in_the_plan_environment(tmp_path: Path) -> None:
+    write(tmp_path, "pyproject.toml", '[project]\nname = "x"\n[tool.mypy]\n[tool.ruff]\n')
+    write(tmp_path, "tests/test_x.py", "")
+    assert [g.name for g in detect_gates(tmp_path)] == ["typecheck", "test", "lint"]
+    assert detect_gates(tmp_path, setup=[]) == []
+    assert [g.name for g in detect_gates(tmp_path, setup=["pip install ruff pytest"])] == ["test", "lint"]
+
+
 def test_python_without_tools_has_no_gates(tmp_path: Path) -> None:
     write(tmp_path, "pyproject.toml", '[project]\nname = "x"\ndependencies = ["pytest-timeout", "ruffus"]\n')
     assert detect_gates(tmp_path) == []
