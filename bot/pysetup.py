@@ -7,10 +7,12 @@ In order:
 2. Else uv's project semantics: a `[project]` is installed editable only when it is a package
    (`tool.uv.package`, else it has a `[build-system]`); otherwise only its dependencies are
    installed (a "virtual" project: a flat layout that setuptools could not build stays
-   installable). A project with only `setup.py`/`setup.cfg` is installed editable.
-3. Plus its test declarations: dev/test extras and dependency groups, `[tool.pdm.dev-dependencies]`,
-   `[tool.uv] dev-dependencies`, requirement files (`bot.pydeclared.requirement_files`), and
-   tox.ini's `[testenv]` when nothing else provides the test runner.
+   installable). A project with only `setup.py`/`setup.cfg` (or a Poetry table without a
+   lock) is installed editable.
+3. Without a lock file, plus its test declarations: dev/test extras and dependency groups,
+   `[tool.pdm.dev-dependencies]`, `[tool.uv] dev-dependencies`, Poetry's dev groups (by name,
+   unpinned), requirement files (`bot.pydeclared.requirement_files`), and tox.ini's
+   `[testenv]` when nothing else provides the test runner. A lock file is the whole truth.
 4. Plus each detected gate's tool the above does not provide, pinned only where the project
    pins it (`tool_pins`).
 
