@@ -11,7 +11,7 @@ setup.cfg or tox.ini) or declares it; ``python -m pytest -q`` when it configures
 only with ruff configuration (``[tool.ruff]``, ruff.toml, .ruff.toml). A detected Python
 gate always has its tool: it runs in the `.venv` setup makes, and is kept only when the
 plan's setup provides the tool (see `_with_environment`; detected setup adds every missing
-one).
+one), and once `.venv` exists, only when the tool is in it.
 
 Ecosystems are looked at in a fixed order - Python, Node, Rust, Go, Makefile - and
 the first one that offers a gate of a kind wins it, so a repository gets at most one
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -118,19 +118,24 @@ def python_gates(view: RepoView) -> dict[str, str]:
     return gates
 
 
-def _with_environment(gates: dict[str, str], view: RepoView, setup: Sequence[str]) -> dict[str, str]:
+def _with_environment(
+    gates: dict[str, str], view: RepoView, setup: Sequence[str], installed: Collection[str] | None
+) -> dict[str, str]:
     """`gates` without those whose tool the plan's environment lacks.
 
-    A Python gate runs in `.venv`, which only setup makes: it needs setup, and its tool either
-    declared by the project (the project's setup installs its declarations) or named in the
-    setup commands (detected setup names each tool it adds).
+    A Python gate runs in `.venv`, which only setup makes: without setup it is dropped. Once
+    setup has made `.venv` (`installed`: the gate tools in `.venv/bin`), the tool must be
+    there. Before (an integration or re-run worktree lists its gates first), the tool must be
+    declared by the project or named in the setup commands (detected setup names each tool
+    it adds).
     """
-    declared = declared_anywhere(view) if setup else set()
+    declared = declared_anywhere(view) if setup and installed is None else set()
     words = set(re.findall(r"[A-Za-z0-9][A-Za-z0-9_.-]*", " ".join(setup)))
     kept = {}
     for kind, command in gates.items():
         tool = GATE_TOOLS[kind]
-        if setup and (provides(declared, tool) or tool in words):
+        has_tool = tool in installed if installed is not None else provides(declared, tool) or tool in words
+        if setup and has_tool:
             kept[kind] = command
     return kept
 
@@ -179,16 +184,19 @@ def _make_gates(view: RepoView) -> dict[str, str]:
     return {}
 
 
-def detect_in(view: RepoView, *, setup: Sequence[str] | None = None) -> list[GateSpec]:
+def detect_in(
+    view: RepoView, *, setup: Sequence[str] | None = None, installed: Collection[str] | None = None
+) -> list[GateSpec]:
     """The typecheck, test and lint gates `view` suggests, in that order.
 
-    `setup` is the plan's setup commands: a Python gate is kept only when that environment
-    has its tool (`_with_environment`). None skips that rule (what the files ask for).
+    `setup` is the plan's setup commands and `installed` the gate tools its `.venv` holds
+    (None before setup made one): a Python gate is kept only when that environment has its
+    tool (`_with_environment`). `setup` None skips that rule (what the files ask for).
     """
     found: dict[str, str] = {}
     python = python_gates(view)
     if setup is not None:
-        python = _with_environment(python, view, setup)
+        python = _with_environment(python, view, setup, installed)
     for gates in (python, _node_gates(view), _rust_gates(view), _go_gates(view), _make_gates(view)):
         for kind, command in gates.items():
             found.setdefault(kind, command)
@@ -219,9 +227,20 @@ def worktree_view(root: Path) -> RepoView:
     return RepoView.of(paths, read)
 
 
+def venv_tools(root: Path) -> set[str] | None:
+    """The gate tools in the worktree's `.venv/bin`; None when setup has made no `.venv` (yet)."""
+    bin_dir = root / ".venv" / "bin"
+    if not bin_dir.is_dir():
+        return None
+    return {tool for tool in GATE_TOOLS.values() if os.path.lexists(bin_dir / tool)}
+
+
 def detect_gates(root: Path, *, setup: Sequence[str] | None = None) -> list[GateSpec]:
-    """The typecheck, test and lint gates the files under `root` suggest, in that order."""
-    return detect_in(worktree_view(root), setup=setup)
+    """The typecheck, test and lint gates the files under `root` suggest, in that order.
+
+    With `setup` (the plan's), a Python gate needs its tool in that environment (`detect_in`).
+    """
+    return detect_in(worktree_view(root), setup=setup, installed=venv_tools(root))
 
 
 def gates_from_config(

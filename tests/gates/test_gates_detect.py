@@ -89,6 +89,12 @@ def test_a_python_gate_needs_its_tool_in_the_plan_environment(tmp_path: Path) ->
     assert [g.name for g in detect_gates(tmp_path)] == ["typecheck", "test", "lint"]
     assert detect_gates(tmp_path, setup=[]) == []
     assert [g.name for g in detect_gates(tmp_path, setup=["pip install ruff pytest"])] == ["test", "lint"]
+    # Once setup made .venv, what it holds decides: a story that declares mypy after setup ran
+    # does not get a typecheck gate whose tool is missing.
+    write(tmp_path, "requirements-dev.txt", "mypy\n")
+    assert [g.name for g in detect_gates(tmp_path, setup=["make env"])] == ["typecheck"]
+    write(tmp_path, ".venv/bin/pytest", "")
+    assert [g.name for g in detect_gates(tmp_path, setup=["make env"])] == ["test"]
 
 
 def test_python_without_tools_has_no_gates(tmp_path: Path) -> None:
