@@ -184,8 +184,9 @@ def _unlocked(view: RepoView, pyproject: dict[str, Any]) -> _Install:
         named = {*setup_cfg_extras(view), *setup_py_extras(view), *tox.extras}
         install.args.append(_editable(_dev(named) + [e for e in tox.extras if e not in DEV_NAMES]))
     if pyproject:
-        groups = _dev(table(pyproject, "dependency-groups"))
-        for group in [*groups, *[g for g in tox.groups if g not in groups]]:
+        declared = table(pyproject, "dependency-groups")
+        groups = _dev(declared)
+        for group in [*groups, *[g for g in tox.groups if g in declared and g not in groups]]:
             install.args.append(f"--group {shlex.quote(group)}")
     for path in [*files, *[f for f in tox.files if f not in files]]:
         install.args.append(f"-r {shlex.quote(path)}")
