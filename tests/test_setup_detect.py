@@ -122,7 +122,8 @@ def test_python_version_variants_of_a_requirement_file_keep_the_newest() -> None
 
 # -- tox.ini, the last resort ------------------------------------------------------------------
 TOX = (
-    "[tox]\nenv_list = py3{10,11}-{a,b}\n\n[testenv]\nextras = testing\ndependency_groups = typing, undeclared\n"
+    "[tox]\nenv_list = py3{10,11}-{a,b}\n\n[testenv]\nextras = testing\n"
+    "dependency_groups = typing, undeclared\n"
     "deps =\n    pytest>=7\n    {[base]deps}\n    -r{toxinidir}/ci/reqs.txt\n    -r missing.txt\n"
     "    -c constraints.txt\n    --index-url http://evil/\n    a: only-for-a\n    {env:EXTRA_DEP}\n"
     "commands = pytest {posargs}\n"
