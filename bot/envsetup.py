@@ -1,9 +1,10 @@
 """What a story's environment needs before its agent and gates run: the setup commands. Pure.
 
-`setup:` in `.github/plan-cascade.yml` lists them; without it they are detected from the
-repository's manifests for the ecosystems gate detection knows (Python, Node, Go, Rust);
-`setup: []` turns setup off. The commands chosen are recorded in the plan, shown in the plan
-comment and approved with it, so what runs is what the maintainer saw.
+`setup:` in `.github/plan-cascade.yml` lists them; without it they are detected from what the
+repository declares for the ecosystems gate detection knows (Python: `bot.pysetup`, Node, Go,
+Rust), and the files detection read are recorded with them; `setup: []` turns setup off.
+The commands chosen are recorded in the plan, shown in the plan comment and approved with
+it, so what runs is what the maintainer saw.
 
 Environments live where each ecosystem expects them (`.venv`, `node_modules`) and are kept
 out of commits; package caches live under the data dir, one set per repository.
@@ -11,87 +12,152 @@ out of commits; package caches live under the data dir, one set per repository.
 
 from __future__ import annotations
 
-import tomllib
+import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from bot.gates.detect import python_gates
+from bot.pydeclared import GATE_TOOLS, requirement_files
+from bot.pysetup import python_setup
+from bot.repoview import RepoView
 
 ENV_DIRS = (".venv/", "node_modules/")
 """Directories setup creates in a worktree: never committed (the mirror's info/exclude)."""
-DEV_EXTRAS = ("dev", "test", "tests", "testing")
-PYTHON_REQUIREMENTS = (
-    "requirements.txt",
-    "requirements-dev.txt",
-    "requirements-test.txt",
-    "requirements_dev.txt",
+READ_FILES = (
+    "pyproject.toml",
+    "setup.cfg",
+    "setup.py",
+    "tox.ini",
+    "pytest.ini",
+    "mypy.ini",
+    ".mypy.ini",
+    ".pre-commit-config.yaml",
+    "package.json",
 )
-MANIFESTS = ("pyproject.toml", "package.json")
-"""Files whose content detection reads; for the others, being there is enough."""
+"""Files whose text detection may read; requirement files too. For the others (lock files,
+ruff.toml), being in the tree is enough."""
+NODE_LOCKS = {
+    "npm": ("package-lock.json", "npm-shrinkwrap.json"),
+    "pnpm": ("pnpm-lock.yaml",),
+    "yarn": ("yarn.lock",),
+    "bun": ("bun.lock", "bun.lockb"),
+}
+"""Each Node package manager's lock files, in the order they are looked for."""
+NO_LOCKFILE = "no lockfile: `{command}` resolves the dependencies' versions now, they are not pinned"
 SetupSource = Literal["configured", "detected", "none"]
+
+
+@dataclass
+class DetectedSetup:
+    """Setup commands detected from a repository, the files they were based on, and notes."""
+
+    commands: list[str] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlannedSetup(DetectedSetup):
+    """A new plan's setup: detected, or the `setup:` key's (then nothing was read)."""
+
+    source: SetupSource = "none"
+
+    def state_fields(self) -> dict[str, Any]:
+        """The PlanState fields that record it."""
+        return {
+            "setup": self.commands,
+            "setup_source": self.source,
+            "setup_read": self.read,
+            "setup_notes": self.notes,
+        }
+
+
+def files_to_read(paths: Collection[str]) -> list[str]:
+    """The files of a tree (its `paths`) whose text setup detection may need."""
+    view = RepoView.of(paths, lambda _: None)
+    return [p for p in READ_FILES if p in view.paths] + [f.path for f in requirement_files(view)]
 
 
 async def planned_setup(
     configured: Collection[str] | None,
-    top_level: Callable[[], Awaitable[Collection[str]]],
+    tree: Callable[[], Awaitable[Collection[str]]],
     read: Callable[[str], Awaitable[str | None]],
     *,
     uv: bool,
-) -> tuple[list[str], SetupSource]:
+    corepack: bool = False,
+) -> PlannedSetup:
     """A new plan's setup: `configured` (the `setup:` key) when set, else detected.
 
-    `top_level` lists the repository's top-level files and `read` gives one's text at the
-    plan's base; they are asked only when detecting.
+    `tree` lists the repository's file paths and `read` gives one file's text at the plan's
+    base; they are asked only when detecting, and only for files in the tree (concurrently).
     """
     if configured is not None:
-        return list(configured), "configured" if configured else "none"
-    paths = await top_level()
-    texts = {name: await read(name) for name in MANIFESTS if name in paths}
-    commands = detect_setup(paths, texts.get, uv=uv)
-    return commands, "detected" if commands else "none"
+        return PlannedSetup(commands=list(configured), source="configured" if configured else "none")
+    paths = await tree()
+    wanted = files_to_read(paths)
+    texts = dict(zip(wanted, await asyncio.gather(*(read(p) for p in wanted)), strict=True))
+    found = detect_setup(paths, texts.get, uv=uv, corepack=corepack)
+    return PlannedSetup(
+        commands=found.commands,
+        read=found.read,
+        notes=found.notes,
+        source="detected" if found.commands else "none",
+    )
 
 
-def detect_setup(paths: Collection[str], read: Callable[[str], str | None], *, uv: bool) -> list[str]:
-    """Setup commands for a repository whose top-level files are `paths` (`read` gives a file's text).
+def detect_setup(
+    paths: Collection[str], read: Callable[[str], str | None], *, uv: bool, corepack: bool = False
+) -> DetectedSetup:
+    """Setup commands for a repository whose files are `paths` (`read` gives a file's text).
 
-    `uv` chooses uv (fast, cached) over pip for Python environments.
+    `uv` chooses uv (fast, cached; it runs Poetry and PDM from the index) over pip for Python;
+    `corepack` runs the `packageManager` package.json names through corepack.
     """
-    found = set(paths)
-    commands: list[str] = []
-    python = _python(found, read, uv=uv)
+    view = RepoView.of(paths, read)
+    found = DetectedSetup()
+    tools = [GATE_TOOLS[kind] for kind in python_gates(view)]
+    python = python_setup(view, uv=uv, tools=tools)
     if python:
-        commands.append(python)
-    if "package-lock.json" in found or "npm-shrinkwrap.json" in found:
-        commands.append("npm ci --no-audit --no-fund")
-    elif "pnpm-lock.yaml" in found:
-        commands.append("pnpm install --frozen-lockfile")
-    elif "yarn.lock" in found:
-        commands.append("yarn install --frozen-lockfile")
-    if "go.mod" in found:
-        commands.append("go mod download")
-    if "Cargo.toml" in found:
-        commands.append("cargo fetch")
-    return commands
+        found.commands.append(python)
+    node = _node(view, corepack=corepack)
+    if node:
+        found.commands.append(node)
+        if not any(view.has(lock) for locks in NODE_LOCKS.values() for lock in locks):
+            found.notes.append(NO_LOCKFILE.format(command=node))
+    if view.has("go.mod"):
+        found.commands.append("go mod download")
+    if view.has("Cargo.toml"):
+        found.commands.append("cargo fetch")
+    found.read = sorted(view.consulted) if found.commands else []
+    return found
 
 
-def _python(found: set[str], read: Callable[[str], str | None], *, uv: bool) -> str | None:
-    venv = "uv venv -q .venv" if uv else "python3 -m venv .venv"
-    install = "uv pip install -q --python .venv/bin/python" if uv else ".venv/bin/pip install -q"
-    if "pyproject.toml" in found:
-        try:
-            project = tomllib.loads(read("pyproject.toml") or "")
-        except tomllib.TOMLDecodeError:
-            project = {}
-        extras = sorted(set(project.get("project", {}).get("optional-dependencies", {})) & set(DEV_EXTRAS))
-        groups = sorted(set(project.get("dependency-groups", {})) & set(DEV_EXTRAS))
-        if "project" not in project and not groups:
-            return None  # a pyproject.toml for tools only (ruff, black): nothing to install
-        target = f"-e '.[{','.join(extras)}]'" if extras else "-e ."
-        group_args = "".join(f" --group {g}" for g in groups)
-        return f"{venv} && {install} {target}{group_args}"
-    requirements = [name for name in PYTHON_REQUIREMENTS if name in found]
-    if requirements:
-        return f"{venv} && {install} " + " ".join(f"-r {name}" for name in requirements)
-    return None
+def _node(view: RepoView, *, corepack: bool) -> str | None:
+    """The install command of package.json's package manager (workspaces install from the top)."""
+    if not view.has("package.json"):
+        return None
+    manifest = view.json("package.json")
+    declared = manifest.get("packageManager")
+    declared = declared if isinstance(declared, str) else ""
+    name, _, version = declared.partition("@")
+    locked = next((m for m, locks in NODE_LOCKS.items() if any(view.has(lock) for lock in locks)), None)
+    manager = name if name in NODE_LOCKS else locked
+    frozen = manager is not None and any(view.has(lock) for lock in NODE_LOCKS[manager])
+    prefix = "corepack " if corepack and name in ("pnpm", "yarn") else ""
+    if manager == "pnpm":
+        return f"{prefix}pnpm install" + (" --frozen-lockfile" if frozen else "")
+    if manager == "yarn":
+        berry = view.has(".yarnrc.yml") or (name == "yarn" and not version.startswith("1."))
+        flag = " --immutable" if berry else " --frozen-lockfile"
+        return f"{prefix}yarn install" + (flag if frozen else "")
+    if manager == "bun":
+        return "bun install" + (" --frozen-lockfile" if frozen else "")
+    if frozen:
+        return "npm ci --no-audit --no-fund"
+    wants = any(manifest.get(key) for key in ("dependencies", "devDependencies", "workspaces"))
+    return "npm install --no-audit --no-fund" if wants or manager == "npm" else None
 
 
 def setup_env(worktree: Path, caches: Path, *, home: Path) -> dict[str, str]:
@@ -113,6 +179,9 @@ def setup_env(worktree: Path, caches: Path, *, home: Path) -> dict[str, str]:
         "GOMODCACHE": str(caches / "go-mod"),
         "GOCACHE": str(home / ".cache" / "go-build"),
         "CARGO_HOME": str(caches / "cargo"),
+        "COREPACK_HOME": str(caches / "corepack"),
+        "POETRY_CACHE_DIR": str(caches / "poetry"),
+        "PDM_CACHE_DIR": str(caches / "pdm"),
     }
 
 

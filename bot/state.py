@@ -179,6 +179,12 @@ class PlanState(BaseModel):
     setup_source: Literal["configured", "detected", "none"] = Field(
         default="none", description="Where the setup commands came from."
     )
+    setup_read: list[str] = Field(
+        default_factory=list, description="The files detected setup was based on (shown with it)."
+    )
+    setup_notes: list[str] = Field(
+        default_factory=list, description="What the approver should know about detected setup."
+    )
     base_check: BaseCheck | None = Field(
         default=None, description="Setup and gates on the unchanged base, run before the first story."
     )

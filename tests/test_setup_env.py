@@ -50,11 +50,12 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackageIndex]:
 
 # -- detection (pure) --------------------------------------------------------------------------
 def detect(files: dict[str, str], *, uv: bool = True) -> list[str]:
-    return detect_setup(list(files), files.get, uv=uv)
+    return detect_setup(list(files), files.get, uv=uv).commands
 
 
 def test_python_project_with_dev_extra_and_group_installs_both() -> None:
     pyproject = (
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
         '[project]\nname = "x"\nversion = "1"\n[project.optional-dependencies]\ndev = ["pytest"]\n'
         'docs = ["sphinx"]\n[dependency-groups]\ntest = ["hypothesis"]\n'
     )
@@ -67,7 +68,10 @@ def test_python_project_with_dev_extra_and_group_installs_both() -> None:
 
 
 def test_tool_only_pyproject_and_requirements() -> None:
-    assert detect({"pyproject.toml": "[tool.ruff]\nline-length = 100\n"}) == []
+    # [tool.ruff] asks for the lint gate: the environment gets ruff, nothing else to install.
+    assert detect({"pyproject.toml": "[tool.ruff]\nline-length = 100\n"}) == [
+        "uv venv -q .venv && uv pip install -q --python .venv/bin/python ruff"
+    ]
     assert detect({"pyproject.toml": "not toml ["}) == []
     assert detect({"requirements.txt": "", "requirements-dev.txt": ""}, uv=False) == [
         "python3 -m venv .venv && .venv/bin/pip install -q -r requirements.txt -r requirements-dev.txt"
@@ -101,12 +105,17 @@ CONFIG = """agent:
 {extra}"""
 
 
-async def plan_and_run(h: Harness, tmp_path: Path, files: dict[str, str], extra: str = "") -> Path:
+WRITE_STORY_FILE = 'echo done > "$2/$id.txt"\n'
+
+
+async def plan_and_run(
+    h: Harness, tmp_path: Path, files: dict[str, str], extra: str = "", agent: str = WRITE_STORY_FILE
+) -> Path:
+    """Plan PRD's three stories on a repository of `files` and run them; `agent` is the script's
+    work (`$id` the story id in lower case, `$2` the worktree)."""
     remote = make_remote(tmp_path, {**files, ".github/plan-cascade.yml": ""})
     calls = tmp_path / "calls.txt"
-    script = agent_script(
-        tmp_path, "ok.sh", f'id=$(echo "$1" | tr A-Z a-z)\necho "$1" >> {calls}\necho done > "$2/$id.txt"\n'
-    )
+    script = agent_script(tmp_path, "ok.sh", f'id=$(echo "$1" | tr A-Z a-z)\necho "$1" >> {calls}\n{agent}')
     seed = tmp_path / "seed"
     (seed / ".github" / "plan-cascade.yml").write_text(CONFIG.format(script=script, extra=extra))
     git("commit", "-qam", "config", cwd=seed)
@@ -162,7 +171,8 @@ async def test_detected_setup_makes_the_detected_test_gate_pass_and_the_cache_se
         assert state.setup == [
             "uv venv -q .venv && uv pip install -q --python .venv/bin/python -r requirements.txt"
         ]
-        assert "**Environment:** `uv venv -q .venv && uv pip install" in plan and "(detected;" in plan
+        assert "**Environment:** `uv venv -q .venv && uv pip install" in plan
+        assert "(detected from requirements.txt;" in plan  # what detection read
         assert state.status == PlanStatus.COMPLETED, [s.reason for s in state.stories.values()]
         runs = check_runs(h)
         for story in ("STORY-001", "STORY-002", "STORY-003"):
@@ -187,19 +197,26 @@ async def test_detected_setup_makes_the_detected_test_gate_pass_and_the_cache_se
 
 
 @needs_bwrap
-async def test_without_setup_the_detected_test_gate_fails_on_the_base_too_and_is_neutral(
+async def test_without_setup_no_python_gate_is_detected_and_a_configured_one_is_judged_on_the_base(
     tmp_path: Path, index: PackageIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`setup: []`: a bare checkout, where the gate cannot pass, on the base as in the story.
-
-    The story is not blamed for what the base does too: the gate is neutral (see test_base_check).
-    """
+    """`setup: []` is a bare checkout: no `.venv`, so no detected Python gate (it would find no
+    tool); a test gate configured anyway cannot pass there, on the base either: it is neutral
+    (not `gates.strict`), the story is not blamed for it."""
     monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
     async with Harness(tmp_path, execute=True, PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX") as h:
         await plan_and_run(h, tmp_path, REPO_FILES, extra="setup: []\ngates:\n  max_retries: 0\n")
         state = decode_state(h.plan_comments(1)[0].body)
         assert state is not None and state.setup == [] and state.setup_source == "none"
         assert "**Environment:**" not in h.plan_comments(1)[0].body
+        assert "test" not in state.stories["STORY-001"].gates
+        assert "plan-cascade / STORY-001 / test" not in check_runs(h)
+    configured = "setup: []\ngates:\n  max_retries: 0\n  test: python3 -m pytest -q\n"
+    (tmp_path / "again").mkdir()
+    async with Harness(tmp_path / "again", execute=True) as h:
+        await plan_and_run(h, tmp_path / "again", REPO_FILES, extra=configured)
+        state = decode_state(h.plan_comments(1)[0].body)
+        assert state is not None
         first = state.stories["STORY-001"]
         assert state.base_check is not None and state.base_check.gates[0].conclusion == "failure"
         assert first.status == StoryStatus.PASSED and first.gates.get("test") == "neutral"
@@ -246,10 +263,14 @@ async def test_local_mode_detects_setup_from_the_base_branch(tmp_path: Path) -> 
     assert await planned_setup(root, "main", None, tool_path=None) == {
         "setup": ["npm ci --no-audit --no-fund"],
         "setup_source": "detected",
+        "setup_read": ["package-lock.json", "package.json"],
+        "setup_notes": [],
     }
     assert await planned_setup(root, "main", ["make deps"], tool_path=None) == {
         "setup": ["make deps"],
         "setup_source": "configured",
+        "setup_read": [],
+        "setup_notes": [],
     }
     assert (await planned_setup(root, "main", [], tool_path=None))["setup_source"] == "none"
 

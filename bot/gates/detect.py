@@ -1,7 +1,17 @@
 """Which quality gates a repository has: detection from its files, merged with config.
 
-Detection only reads files under the given root (no processes, no network) and is
-best-effort: a manifest that cannot be read or parsed counts as empty.
+Detection looks at a `RepoView` (file paths and a read function: a worktree's files, or the
+default branch's when setup is detected), runs nothing and is best-effort: a manifest that
+cannot be read or parsed counts as empty.
+
+Python: ``mypy`` when the project configures it (``[tool.mypy]``, mypy.ini, ``[mypy]`` in
+setup.cfg or tox.ini) or declares it; ``python -m pytest -q`` when it configures pytest
+(``[tool.pytest]``, ``[tool.pytest.ini_options]``, pytest.ini, ``[pytest]`` in tox.ini,
+``[tool:pytest]`` in setup.cfg), declares it, or has a pytest-style suite; ``ruff check .``
+only with ruff configuration (``[tool.ruff]``, ruff.toml, .ruff.toml). A detected Python
+gate always has its tool: it runs in the `.venv` setup makes, and is kept only when the
+plan's setup provides the tool (see `_with_environment`; detected setup adds every missing
+one), and once `.venv` exists, only when the tool is in it.
 
 Ecosystems are looked at in a fixed order - Python, Node, Rust, Go, Makefile - and
 the first one that offers a gate of a kind wins it, so a repository gets at most one
@@ -17,25 +27,29 @@ and without it clippy adds nothing to what ``cargo test`` already compiles.
 
 from __future__ import annotations
 
-import json
+import os
 import re
-import tomllib
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.envsetup import PYTHON_REQUIREMENTS
 from bot.errors import RepoConfigError
+from bot.pydeclared import GATE_TOOLS, declared_anywhere, provides, requirement_files
+from bot.repoview import RepoView, table
 
 GateKind = Literal["typecheck", "test", "lint", "custom", "verification", "integration", "setup"]
 
 DETECTED_KINDS: tuple[Literal["typecheck", "test", "lint"], ...] = ("typecheck", "test", "lint")
 NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'
-_PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini", "requirements.txt")
+_PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
 _NODE_TYPECHECK_SCRIPTS = ("typecheck", "type-check", "tsc")
-_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _MAKE_TEST_TARGET = re.compile(r"^test\s*:(?!=)", re.MULTILINE)
+_TEST_DIRS = ("tests", "test")
+_SKIPPED_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", "site-packages"}
+MAX_WORKTREE_FILES = 50_000
+MAX_READ_BYTES = 1_000_000
 
 
 class GateSpec(BaseModel):
@@ -51,91 +65,83 @@ class GateSpec(BaseModel):
     )
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+def _pytest_suite(view: RepoView) -> bool:
+    """`test_*.py` / `*_test.py` files at the top, or a tests folder of Python files."""
+    for path in view.paths:
+        parts = path.split("/")
+        if not parts[-1].endswith(".py"):
+            continue
+        if len(parts) > 1 and parts[0] in _TEST_DIRS:
+            return True
+        if len(parts) == 1 and (parts[0].startswith("test_") or parts[0].endswith("_test.py")):
+            return True
+    return False
+
+
+def _mypy_command(view: RepoView, pyproject: dict[str, object]) -> str | None:
+    """`mypy` when the project's config names what to check (`files`, `packages`), else `mypy .`;
+    None when the project neither configures nor declares mypy."""
+    configs = [table(pyproject, "tool", "mypy")]
+    for name in ("mypy.ini", ".mypy.ini", "setup.cfg", "tox.ini"):
+        if view.has(name) and view.ini(name).has_section("mypy"):
+            configs.append(dict(view.ini(name)["mypy"]))
+    files = view.has("mypy.ini") or view.has(".mypy.ini")
+    configured = "mypy" in table(pyproject, "tool") or len(configs) > 1 or files
+    if not configured and "mypy" not in declared_anywhere(view):
+        return None
+    targets = any(key in config for config in configs for key in ("files", "packages", "modules"))
+    return "mypy" if targets else "mypy ."
+
+
+def python_gates(view: RepoView) -> dict[str, str]:
+    """The Python gates the project's files ask for, whatever its environment provides."""
+    markers = any(view.has(m) for m in _PYTHON_MARKERS) or bool(requirement_files(view))
+    if not markers:
         return {}
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _table(data: Any, *keys: str) -> dict[str, Any]:
-    """`data[k1][k2]...` if every step is a table, else an empty dict."""
-    for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data if isinstance(data, dict) else {}
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _requirement_names(items: Any) -> set[str]:
-    """Distribution names of a list of PEP 508 strings (other entries are ignored)."""
-    names: set[str] = set()
-    for item in items if isinstance(items, list) else []:
-        match = _REQUIREMENT_NAME.match(item) if isinstance(item, str) else None
-        if match:
-            names.add(_normalise(match.group(1)))
-    return names
-
-
-def _requirements_file_names(root: Path) -> set[str]:
-    names: set[str] = set()
-    for name in PYTHON_REQUIREMENTS:
-        path = root / name
-        if path.is_file() and path.stat().st_size < 1_000_000:
-            lines = path.read_text(errors="replace").splitlines()
-            names |= _requirement_names([line for line in lines if not line.lstrip().startswith("-")])
-    return names
-
-
-def python_dependencies(pyproject: dict[str, Any]) -> set[str]:
-    """Every dependency name a pyproject declares: PEP 621, PEP 735, Poetry, PDM and uv tables."""
-    project = _table(pyproject, "project")
-    names = _requirement_names(project.get("dependencies"))
-    for group in _table(project, "optional-dependencies").values():
-        names |= _requirement_names(group)
-    for group in _table(pyproject, "dependency-groups").values():
-        names |= _requirement_names(group)
-    for group in _table(pyproject, "tool", "pdm", "dev-dependencies").values():
-        names |= _requirement_names(group)
-    names |= _requirement_names(_table(pyproject, "tool", "uv").get("dev-dependencies"))
-    poetry = _table(pyproject, "tool", "poetry")
-    poetry_tables = [_table(poetry, "dependencies"), _table(poetry, "dev-dependencies")]
-    poetry_tables += [_table(group, "dependencies") for group in _table(poetry, "group").values()]
-    for table in poetry_tables:
-        names |= {_normalise(name) for name in table}
-    return names
-
-
-def _python_gates(root: Path) -> dict[str, str]:
-    if not any((root / marker).is_file() for marker in _PYTHON_MARKERS):
-        return {}
-    pyproject = _read_toml(root / "pyproject.toml")
-    tool = _table(pyproject, "tool")
-    deps = python_dependencies(pyproject) | _requirements_file_names(root)
+    pyproject = view.toml("pyproject.toml")
+    tool = table(pyproject, "tool")
     gates: dict[str, str] = {}
-    if "mypy" in tool or "mypy" in deps or (root / "mypy.ini").is_file() or (root / ".mypy.ini").is_file():
-        gates["typecheck"] = "mypy ."
-    # [tool.pytest.ini_options], or pytest 9's native [tool.pytest] table.
-    has_pytest_config = "pytest" in tool or (root / "pytest.ini").is_file()
-    if has_pytest_config or "pytest" in deps or (root / "tests").is_dir():
+    mypy = _mypy_command(view, pyproject)
+    if mypy:
+        gates["typecheck"] = mypy
+    # [tool.pytest.ini_options], pytest 9's native [tool.pytest], or an ini file's section.
+    pytest_config = (
+        "pytest" in tool
+        or view.has("pytest.ini")
+        or (view.has("tox.ini") and view.ini("tox.ini").has_section("pytest"))
+        or (view.has("setup.cfg") and view.ini("setup.cfg").has_section("tool:pytest"))
+    )
+    if pytest_config or _pytest_suite(view) or "pytest" in declared_anywhere(view):
         gates["test"] = "python -m pytest -q"
-    if "ruff" in tool or "ruff" in deps or (root / "ruff.toml").is_file() or (root / ".ruff.toml").is_file():
+    if "ruff" in tool or view.has("ruff.toml") or view.has(".ruff.toml"):  # configured, not merely listed
         gates["lint"] = "ruff check ."
     return gates
 
 
-def _node_gates(root: Path) -> dict[str, str]:
-    scripts = _table(_read_json(root / "package.json"), "scripts")
+def _with_environment(
+    gates: dict[str, str], view: RepoView, setup: Sequence[str], installed: Collection[str] | None
+) -> dict[str, str]:
+    """`gates` without those whose tool the plan's environment lacks.
+
+    A Python gate runs in `.venv`, which only setup makes: without setup it is dropped. Once
+    setup has made `.venv` (`installed`: the gate tools in `.venv/bin`), the tool must be
+    there. Before (an integration or re-run worktree lists its gates first), the tool must be
+    declared by the project or named in the setup commands (detected setup names each tool
+    it adds).
+    """
+    declared = declared_anywhere(view) if setup and installed is None else set()
+    words = set(re.findall(r"[A-Za-z0-9][A-Za-z0-9_.-]*", " ".join(setup)))
+    kept = {}
+    for kind, command in gates.items():
+        tool = GATE_TOOLS[kind]
+        has_tool = tool in installed if installed is not None else provides(declared, tool) or tool in words
+        if setup and has_tool:
+            kept[kind] = command
+    return kept
+
+
+def _node_gates(view: RepoView) -> dict[str, str]:
+    scripts = table(view.json("package.json"), "scripts")
     gates: dict[str, str] = {}
     typecheck = next((name for name in _NODE_TYPECHECK_SCRIPTS if isinstance(scripts.get(name), str)), None)
     if typecheck:
@@ -148,45 +154,93 @@ def _node_gates(root: Path) -> dict[str, str]:
     return gates
 
 
-def _rust_gates(root: Path) -> dict[str, str]:
-    if not (root / "Cargo.toml").is_file():
+def _rust_gates(view: RepoView) -> dict[str, str]:
+    if not view.has("Cargo.toml"):
         return {}
     gates = {"test": "cargo test"}
-    cargo = _read_toml(root / "Cargo.toml")
+    cargo = view.toml("Cargo.toml")
     wants_clippy = (
-        (root / "clippy.toml").is_file()
-        or (root / ".clippy.toml").is_file()
-        or "clippy" in _table(cargo, "lints")
-        or "clippy" in _table(cargo, "workspace", "lints")
+        view.has("clippy.toml")
+        or view.has(".clippy.toml")
+        or "clippy" in table(cargo, "lints")
+        or "clippy" in table(cargo, "workspace", "lints")
     )
     if wants_clippy:
         gates["lint"] = "cargo clippy -- -D warnings"
     return gates
 
 
-def _go_gates(root: Path) -> dict[str, str]:
-    if not (root / "go.mod").is_file():
+def _go_gates(view: RepoView) -> dict[str, str]:
+    if not view.has("go.mod"):
         return {}
     return {"typecheck": "go vet ./...", "test": "go test ./..."}
 
 
-def _make_gates(root: Path) -> dict[str, str]:
+def _make_gates(view: RepoView) -> dict[str, str]:
     for name in ("GNUmakefile", "makefile", "Makefile"):
-        try:
-            text = (root / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        return {"test": "make test"} if _MAKE_TEST_TARGET.search(text) else {}
+        text = view.text(name)
+        if text is not None:
+            return {"test": "make test"} if _MAKE_TEST_TARGET.search(text) else {}
     return {}
 
 
-def detect_gates(root: Path) -> list[GateSpec]:
-    """The typecheck, test and lint gates the files under `root` suggest, in that order."""
+def detect_in(
+    view: RepoView, *, setup: Sequence[str] | None = None, installed: Collection[str] | None = None
+) -> list[GateSpec]:
+    """The typecheck, test and lint gates `view` suggests, in that order.
+
+    `setup` is the plan's setup commands and `installed` the gate tools its `.venv` holds
+    (None before setup made one): a Python gate is kept only when that environment has its
+    tool (`_with_environment`). `setup` None skips that rule (what the files ask for).
+    """
     found: dict[str, str] = {}
-    for detector in (_python_gates, _node_gates, _rust_gates, _go_gates, _make_gates):
-        for kind, command in detector(root).items():
+    python = python_gates(view)
+    if setup is not None:
+        python = _with_environment(python, view, setup, installed)
+    for gates in (python, _node_gates(view), _rust_gates(view), _go_gates(view), _make_gates(view)):
+        for kind, command in gates.items():
             found.setdefault(kind, command)
     return [GateSpec(name=kind, kind=kind, command=found[kind]) for kind in DETECTED_KINDS if kind in found]
+
+
+def worktree_view(root: Path) -> RepoView:
+    """The files under `root` as a `RepoView` (environments, caches and symlinks left out)."""
+    paths: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.endswith(".egg-info"))
+        base = Path(folder).relative_to(root)
+        for name in files:
+            if not (Path(folder) / name).is_symlink():
+                paths.append((base / name).as_posix())
+        if len(paths) > MAX_WORKTREE_FILES:
+            break
+
+    def read(path: str) -> str | None:
+        file = root / path
+        try:
+            if file.is_symlink() or file.stat().st_size > MAX_READ_BYTES:
+                return None
+            return file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    return RepoView.of(paths, read)
+
+
+def venv_tools(root: Path) -> set[str] | None:
+    """The gate tools in the worktree's `.venv/bin`; None when setup has made no `.venv` (yet)."""
+    bin_dir = root / ".venv" / "bin"
+    if not bin_dir.is_dir():
+        return None
+    return {tool for tool in GATE_TOOLS.values() if os.path.lexists(bin_dir / tool)}
+
+
+def detect_gates(root: Path, *, setup: Sequence[str] | None = None) -> list[GateSpec]:
+    """The typecheck, test and lint gates the files under `root` suggest, in that order.
+
+    With `setup` (the plan's), a Python gate needs its tool in that environment (`detect_in`).
+    """
+    return detect_in(worktree_view(root), setup=setup, installed=venv_tools(root))
 
 
 def gates_from_config(
@@ -199,6 +253,7 @@ def gates_from_config(
     root: Path,
     verification: str | None,
     timeout_seconds: int,
+    setup: Sequence[str] | None = None,
 ) -> list[GateSpec]:
     """The gates to run: configured commands, detected ones for the rest, custom, verification.
 
@@ -206,10 +261,11 @@ def gates_from_config(
     switches that kind off. Detection, when `detect` is true, fills the kinds left
     unconfigured. Custom gates follow in the given order, then the story's
     `verification` command as the gate ``verification``. Every gate gets
-    `timeout_seconds`. Raises RepoConfigError when two gates would share a name.
+    `timeout_seconds`. `setup` is the plan's setup: a detected Python gate needs its tool in
+    that environment (`detect_in`). Raises RepoConfigError when two gates would share a name.
     """
     configured = {"typecheck": typecheck, "test": test, "lint": lint}
-    detected = {gate.kind: gate.command for gate in detect_gates(root)} if detect else {}
+    detected = {gate.kind: gate.command for gate in detect_gates(root, setup=setup)} if detect else {}
     chosen: list[tuple[str, GateKind, str]] = []
     for kind in DETECTED_KINDS:
         command = configured[kind] if configured[kind] is not None else detected.get(kind)

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from bot.envsetup import SetupSource
+from bot.envsetup import PlannedSetup
 from bot.envsetup import planned_setup as choose_setup
 from bot.errors import GitHubError
 from bot.handlers.session import Session
-from bot.workspace.process import uv_program
+from bot.workspace.process import tool_program, uv_program
 
 
-async def planned_setup(session: Session) -> tuple[list[str], SetupSource]:
-    """The setup commands for a new plan revision: `setup:` when configured, else detected."""
+async def planned_setup(session: Session) -> PlannedSetup:
+    """The setup commands for a new plan revision: `setup:` when configured, else detected from
+    the default branch's tree (read once per session), reading only the files detection needs."""
     assert session.config is not None
 
-    async def top_level() -> list[str]:
+    async def tree() -> list[str]:
         try:
-            tree = await session.tree()
+            return await session.tree()
         except GitHubError:
             return []  # no tree (an empty repository): nothing to install
-        return [p for p in tree if "/" not in p]
 
     async def read(name: str) -> str | None:
         return await session.port.get_file_text(session.repo, name, ref=session.default_branch)
 
-    uv = uv_program(session.services.settings.tool_path) is not None
-    return await choose_setup(session.config.setup, top_level, read, uv=uv)
+    tool_path = session.services.settings.tool_path
+    return await choose_setup(
+        session.config.setup,
+        tree,
+        read,
+        uv=uv_program(tool_path) is not None,
+        corepack=tool_program("corepack", tool_path) is not None,
+    )

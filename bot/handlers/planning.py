@@ -129,10 +129,10 @@ async def plan_issue(
         await session.reply(intent_reply(exc))
         return
     config = session.config
-    setup, setup_source = await planned_setup(session)
+    setup = await planned_setup(session)
 
     def with_planning(state: PlanState) -> PlanState:
-        state = state.model_copy(update={"setup": setup, "setup_source": setup_source})
+        state = state.model_copy(update=setup.state_fields())
         if planning is None:  # a maintainer's own PRD: vague criteria are theirs to judge
             return state.model_copy(update={"warnings": vague_criteria(prd)})
         return state.model_copy(

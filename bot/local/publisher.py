@@ -22,7 +22,7 @@ from bot.publishing.acceptance import merge_and_review
 from bot.publishing.batch import merge_batch
 from bot.state import BatchState, PlanState, batch_record, with_batch
 from bot.workspace.git import OUTPUT_LIMIT, GitResult, git_env, run_git
-from bot.workspace.process import uv_program
+from bot.workspace.process import tool_program, uv_program
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +66,24 @@ async def repo_root(path: Path) -> Path:
 async def planned_setup(
     root: Path, ref: str, configured: list[str] | None, *, tool_path: str | None
 ) -> dict[str, Any]:
-    """The plan's `setup`/`setup_source`: the configured commands, else detected at `ref`."""
+    """The plan's `setup` fields: the configured commands, else detected from the tree at `ref`."""
 
-    async def top_level() -> list[str]:
-        listed = await user_git(root, "ls-tree", "--name-only", "-z", ref, check=False)
+    async def tree() -> list[str]:
+        listed = await user_git(root, "ls-tree", "-r", "--name-only", "-z", ref, check=False)
         return [n for n in listed.stdout.split("\0") if n]
 
     async def read(name: str) -> str | None:
         shown = await user_git(root, "show", f"{ref}:{name}", check=False)
         return shown.stdout if shown.returncode == 0 else None
 
-    commands, source = await choose_setup(configured, top_level, read, uv=uv_program(tool_path) is not None)
-    return {"setup": commands, "setup_source": source}
+    planned = await choose_setup(
+        configured,
+        tree,
+        read,
+        uv=uv_program(tool_path) is not None,
+        corepack=tool_program("corepack", tool_path) is not None,
+    )
+    return planned.state_fields()
 
 
 async def current_branch(root: Path) -> str:

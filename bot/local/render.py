@@ -72,8 +72,11 @@ def plan_view(state: PlanState) -> RenderableType:
     if state.setup:
         parts.append(
             Text(
-                f"Environment ({state.setup_source}, before each story, with network): "
+                f"Environment ({state.setup_source}"
+                + (f" from {', '.join(state.setup_read)}" if state.setup_read else "")
+                + ", before each story, with network): "
                 + " && ".join(state.setup)
+                + "".join(f"\nnote: {note}" for note in state.setup_notes)
             )
         )
     if state.warnings:

@@ -53,6 +53,7 @@ def gate_specs(run: Run, story: Story, root: Path) -> list[GateSpec]:
         root=root,
         verification=story.verification,
         timeout_seconds=g.timeout_seconds,
+        setup=run.state.setup,  # setup-detect: a detected Python gate needs its tool in this environment
     )
 
 

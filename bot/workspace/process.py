@@ -75,6 +75,11 @@ def fast_child_watcher() -> None:
         asyncio.set_child_watcher(watcher)
 
 
+def tool_program(name: str, tool_path: str | None) -> str | None:
+    """`name` on the tool PATH (the scrubbed PATH without one), or None."""
+    return shutil.which(name, path=tool_path or SAFE_PATH)
+
+
 def uv_program(tool_path: str | None) -> str | None:
     """uv on the tool PATH or beside the bot's own Python (it is installed with Plan Cascade)."""
     return shutil.which("uv", path=f"{tool_path or SAFE_PATH}:{Path(sys.executable).parent}")

@@ -52,14 +52,49 @@ def test_python_tool_tables(tmp_path: Path) -> None:
     ids=["optional-dependencies", "dependency-groups", "poetry", "uv"],
 )
 def test_python_tools_from_dependencies(tmp_path: Path, pyproject: str) -> None:
+    """Declaring mypy and pytest asks for their gates; ruff lints only where it is configured."""
     write(tmp_path, "pyproject.toml", pyproject)
+    assert [g.name for g in detect_gates(tmp_path)] == ["typecheck", "test"]
+    write(tmp_path, "ruff.toml", "line-length = 100\n")
     assert [g.name for g in detect_gates(tmp_path)] == ["typecheck", "test", "lint"]
 
 
 def test_python_tests_dir_alone_gives_pytest(tmp_path: Path) -> None:
     write(tmp_path, "pyproject.toml", '[project]\nname = "x"\ndependencies = ["httpx"]\n')
-    (tmp_path / "tests").mkdir()
+    write(tmp_path, "tests/check_things.py", "")
     assert commands(detect_gates(tmp_path)) == [("test", "test", "python -m pytest -q")]
+
+
+def test_a_setup_py_project_with_a_top_level_pytest_suite_gets_a_test_gate(tmp_path: Path) -> None:
+    """Reproduced: `setup.py` and `test_*.py` beside the code, no tests folder: no gate at all."""
+    write(tmp_path, "setup.py", "from setuptools import setup\nsetup(name='calc')\n")
+    write(tmp_path, "calc.py", "def add(a, b):\n    return a + b\n")
+    write(tmp_path, "test_calc.py", "from calc import add\n")
+    assert commands(detect_gates(tmp_path)) == [("test", "test", "python -m pytest -q")]
+
+
+def test_the_worktree_view_leaves_out_environments_and_symlinks(tmp_path: Path) -> None:
+    write(tmp_path, "setup.py", "")
+    write(tmp_path, ".venv/lib/site-packages/pkg/tests/test_pkg.py", "")
+    write(tmp_path, "node_modules/x/test_x.py", "")
+    (tmp_path / "test_link.py").symlink_to(tmp_path / "setup.py")
+    assert detect_gates(tmp_path) == []
+    write(tmp_path, "tests/test_calc.py", "")
+    assert [g.name for g in detect_gates(tmp_path)] == ["test"]
+
+
+def test_a_python_gate_needs_its_tool_in_the_plan_environment(tmp_path: Path) -> None:
+    write(tmp_path, "pyproject.toml", '[project]\nname = "x"\n[tool.mypy]\n[tool.ruff]\n')
+    write(tmp_path, "tests/test_x.py", "")
+    assert [g.name for g in detect_gates(tmp_path)] == ["typecheck", "test", "lint"]
+    assert detect_gates(tmp_path, setup=[]) == []
+    assert [g.name for g in detect_gates(tmp_path, setup=["pip install ruff pytest"])] == ["test", "lint"]
+    # Once setup made .venv, what it holds decides: a story that declares mypy after setup ran
+    # does not get a typecheck gate whose tool is missing.
+    write(tmp_path, "requirements-dev.txt", "mypy\n")
+    assert [g.name for g in detect_gates(tmp_path, setup=["make env"])] == ["typecheck"]
+    write(tmp_path, ".venv/bin/pytest", "")
+    assert [g.name for g in detect_gates(tmp_path, setup=["make env"])] == ["test"]
 
 
 def test_python_without_tools_has_no_gates(tmp_path: Path) -> None:
@@ -75,7 +110,7 @@ def test_tests_dir_without_python_project_is_not_pytest(tmp_path: Path) -> None:
 
 def test_broken_pyproject_counts_as_empty(tmp_path: Path) -> None:
     write(tmp_path, "pyproject.toml", "[tool.ruff\nthis is not toml")
-    (tmp_path / "tests").mkdir()
+    write(tmp_path, "tests/test_x.py", "")
     assert [g.name for g in detect_gates(tmp_path)] == ["test"]
 
 
