@@ -7,7 +7,7 @@ agent's to fix. Real git, real mypy and pytest, the sandbox, the in-package fake
 from __future__ import annotations
 
 import shutil
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +16,11 @@ from bot.state import PlanStatus, StoryStatus
 from bot.state_block import decode_state
 from tests.execution_support import agent_script, git, make_remote
 from tests.harness import REPO, Harness, commented
+from tests.pkgindex import PackageIndex, repack_installed
 from tests.test_publishing import PRD
 from tests.test_setup_env import check_runs
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-TOOLS = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
-"""The test interpreter's own bin first: mypy and pytest come from the dev extras."""
-
 CONFIG = """agent:
   default: script
   commands:
@@ -31,12 +29,25 @@ CONFIG = """agent:
 
 STRICT_PROJECT = {
     "README.md": "# calc\n",
-    "pyproject.toml": "[tool.mypy]\nstrict = true\n\n"
-    '[tool.pytest.ini_options]\naddopts = "-p no:cacheprovider"\n',
+    "pyproject.toml": (
+        '[project]\nname = "calc"\nversion = "0.1"\ndependencies = []\n\n'
+        '[project.optional-dependencies]\ndev = ["pytest", "mypy"]\n\n'
+        "[tool.mypy]\nstrict = true\n\n"
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\naddopts = "-p no:cacheprovider"\n'
+    ),
     ".gitignore": ".mypy_cache/\n",
     "calc/__init__.py": "def add(a, b):\n    return a + b\n",
     "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
 }
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackageIndex]:
+    """mypy and pytest, from this interpreter, on a package index of our own (no network)."""
+    out = tmp_path_factory.mktemp("wheels")
+    wheels = [*repack_installed(out, "pytest"), *repack_installed(out, "mypy")]
+    with PackageIndex(wheels).serving() as served:
+        yield served
 
 
 async def plan_and_run(h: Harness, tmp_path: Path, files: dict[str, str], *, agent: str, extra: str) -> Path:
@@ -63,14 +74,20 @@ async def plan_and_run(h: Harness, tmp_path: Path, files: dict[str, str], *, age
 
 
 @needs_bwrap
-async def test_a_gate_failing_on_the_base_is_neutral_unless_the_story_adds_a_failure(tmp_path: Path) -> None:
-    """Strict mypy fails on main: an unchanged story gets a neutral typecheck, a new type error fails."""
+async def test_a_gate_failing_on_the_base_is_neutral_unless_the_story_adds_a_failure(
+    tmp_path: Path, index: PackageIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Strict mypy fails on main: an unchanged story gets a neutral typecheck, a new type error fails.
+
+    Setup and both gates are detected, as on a real project: the dev extra brings mypy and pytest.
+    """
     agent = (
         'echo done > "$2/$id.txt"\n'
         'if [ "$1" = STORY-002 ]; then printf \'x: int = "one"\\n\' > "$2/calc/bad.py"; fi\n'
     )
-    extra = "setup: []\ngates:\n  max_retries: 0\n"
-    async with Harness(tmp_path, execute=True, PLAN_CASCADE_TOOL_PATH=TOOLS) as h:
+    extra = "gates:\n  max_retries: 0\n"
+    monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX") as h:
         await plan_and_run(h, tmp_path, STRICT_PROJECT, agent=agent, extra=extra)
         plan = h.plan_comments(1)[0].body
         state = decode_state(plan)
@@ -81,9 +98,10 @@ async def test_a_gate_failing_on_the_base_is_neutral_unless_the_story_adds_a_fai
         assert base["test"].conclusion == "success"
         assert "**Base:** checked on `main@" in plan and "typecheck ✗" in plan and "test ✓" in plan
 
+        assert state.base_check.setup == "success" and state.setup_source == "detected"
         first, second = state.stories["STORY-001"], state.stories["STORY-002"]
         assert first.status == StoryStatus.PASSED, first.reason
-        assert first.gates == {"typecheck": "neutral", "test": "success"}
+        assert first.gates == {"setup": "success", "typecheck": "neutral", "test": "success"}
         assert second.status == StoryStatus.FAILED
         assert second.gates["typecheck"] == "failure" and second.gates["test"] == "success"
         runs = check_runs(h)
@@ -94,6 +112,9 @@ async def test_a_gate_failing_on_the_base_is_neutral_unless_the_story_adds_a_fai
         assert failed.conclusion == "failure"
         assert "1 failure(s) not on main@" in failed.output["summary"]
         assert "calc/bad.py" in failed.output["summary"]
+        # The stories got copies of the environment the base check prepared.
+        [copied] = runs["plan-cascade / STORY-001 / setup"]
+        assert "was copied from the one setup made on the unchanged base" in copied.output["text"]
 
 
 async def test_setup_failing_on_the_base_stops_the_plan_before_any_agent_and_retry_checks_again(
