@@ -1,0 +1,537 @@
+"""Real projects out of the box (issue #26): do detected setup and gates work on real repositories?
+
+    .venv/bin/python bench/real_projects.py [--only NAME ...] [--jobs N] [--keep] [--json PATH]
+
+Each project of the corpus below is downloaded from its package registry (a PyPI sdist, an npm
+tarball) by name and version, checked against the sha256 pinned here, unpacked, and made a git
+repository (one commit, tagged `v<version>` so git-versioned builds find their version). Then a
+one-story plan runs on it through local mode's public entry point (`start_run`: the engine,
+setup, sandbox and gates the server uses), exactly as a repository with no
+`.github/plan-cascade.yml` gets it: detected setup, detected gates, README defaults, the
+server's sandbox (`required`, bubblewrap; the data dir hidden) and the server's default tool
+PATH. The story's agent is the default `builtin` agent driven by a scripted model (no LLM): it
+writes `docs/plan-cascade-bench.md` and finishes, a change no gate can object to.
+
+It prints, per project, the setup that was detected and ran, each check run's conclusion (setup,
+the detected gates, the batch's integration gates, and any run on the base that the engine
+reports), setup and gate times; then the summary: how many projects are green (every check run
+success or neutral and the test gate success; target >= 90 % of the corpus) and whether any
+output said "command not found" (target: none). `--json PATH` writes the same as data.
+
+Needs the network to PyPI and npm (downloads and setup), bubblewrap, git, node/npm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
+
+from bot.errors import LLMError  # noqa: E402
+from bot.llm.base import Completion, Message, ToolSpec  # noqa: E402
+from bot.llm.scripted import tool_reply  # noqa: E402
+from bot.local.runner import LocalContext, RunRequest, shared_data_dir, start_run  # noqa: E402
+from bot.local.store import LocalRun, RunStore  # noqa: E402
+from bot.settings import Settings  # noqa: E402
+from bot.workspace.git import git_env, run_git  # noqa: E402
+
+BENCH_FILE = "docs/plan-cascade-bench.md"
+PROJECT_TIMEOUT = 900
+"""Seconds one project's whole run may take (setup, up to three gate rounds, integration)."""
+GREEN = ("success", "neutral")
+NOT_FOUND = re.compile(r"command not found|\bsh: \d+: \S+: not found")
+"""bash's and dash's (npm scripts') words for a program that is not on PATH."""
+
+
+@dataclass(frozen=True)
+class Project:
+    """One corpus entry: what to download, and what kind of project it is."""
+
+    name: str
+    version: str
+    registry: str  # "pypi" or "npm"
+    sha256: str
+    backend: str
+    layout: str
+    test_deps: str
+    """Where the project declares what its tests need."""
+
+
+CORPUS = [
+    Project(
+        "six",
+        "1.17.0",
+        "pypi",
+        sha256="ff70335d468e7eb6ec65b95b99d3a2836546063f63acc5171de367e834932a81",
+        backend="setuptools, setup.py only",
+        layout="flat (one module)",
+        test_deps="nothing: plain pytest",
+    ),
+    Project(
+        "python-slugify",
+        "9.2.0",
+        "pypi",
+        sha256="cee32948083476013804de1667724fb1362dacb71e47b1d5d92adf8db6ee3298",
+        backend="setuptools, setup.py",
+        layout="flat",
+        test_deps="dev.requirements.txt, tox.ini",
+    ),
+    Project(
+        "toolz",
+        "1.2.0",
+        "pypi",
+        sha256="9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490",
+        backend="setuptools + git version",
+        layout="flat, tests in the package",
+        test_deps="nothing declared",
+    ),
+    Project(
+        "cachetools",
+        "5.5.0",
+        "pypi",
+        sha256="2cc24fb4cbe39633fb7badd9db9ca6295d766d9c2995f245725a46715d050f2a",
+        backend="setuptools, setup.cfg",
+        layout="src",
+        test_deps="tox.ini deps only",
+    ),
+    Project(
+        "humanize",
+        "4.17.0",
+        "pypi",
+        sha256="1d6a36c453dbfbb3f0b34601d2e0b4ce5d48d780305cd45714843f0068fde6ac",
+        backend="hatchling + hatch-vcs",
+        layout="src",
+        test_deps="extra [tests]",
+    ),
+    Project(
+        "more-itertools",
+        "10.5.0",
+        "pypi",
+        sha256="5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6",
+        backend="flit-core",
+        layout="flat",
+        test_deps="tox.ini, requirements/development.txt",
+    ),
+    Project(
+        "packaging",
+        "24.2",
+        "pypi",
+        sha256="c228a6dc5e932d346bc5739379109d49e8853dd8223571c7c5b55260edc0b97f",
+        backend="flit-core",
+        layout="src",
+        test_deps="tests/requirements.txt",
+    ),
+    Project(
+        "itsdangerous",
+        "2.2.0",
+        "pypi",
+        sha256="e0050c0b7da1eea53ffaf149c0cfbb5c6e2e2b69c4bef22c81fa6eb73e5f6173",
+        backend="flit-core",
+        layout="src",
+        test_deps="requirements/tests.txt",
+    ),
+    Project(
+        "cleo",
+        "2.1.0",
+        "pypi",
+        sha256="0b2c880b5d13660a7ea651001fb4acb527696c01f15c9ee650f377aa543fd523",
+        backend="poetry-core",
+        layout="src",
+        test_deps="[tool.poetry.group.test]",
+    ),
+    Project(
+        "tomlkit",
+        "0.15.2",
+        "pypi",
+        sha256="83e32755ba1d20d9340bd069ee97e9f6232ba2346b63ffcba425de01f7e327a6",
+        backend="poetry-core",
+        layout="flat",
+        test_deps="PEP 735 group dev",
+    ),
+    Project(
+        "dep-logic",
+        "0.7.2",
+        "pypi",
+        sha256="2a3c49526075b0bc6825f0ea8c2d9f464de48b7b85f3f3d2900b4e5950fefedf",
+        backend="pdm-backend, scm version",
+        layout="src",
+        test_deps="[tool.pdm.dev-dependencies]",
+    ),
+    Project(
+        "deep-is",
+        "0.1.4",
+        "npm",
+        sha256="0c03aa83c6bf68e7c2cc2c5b5a2d732c1879e7711b08011b0bc48df10d10bf3c",
+        backend="npm",
+        layout="flat",
+        test_deps="devDependencies (tape), no lockfile",
+    ),
+    Project(
+        "xtend",
+        "4.0.2",
+        "npm",
+        sha256="bd22a01d43c799be7bb53dfa9e775b132045e39525e51efb977528a00041ba48",
+        backend="npm",
+        layout="flat",
+        test_deps="devDependencies (tape), no lockfile",
+    ),
+    Project(
+        "concat-map",
+        "0.0.1",
+        "npm",
+        sha256="35902dd620cf0058c49ea614120f18a889d984269a90381b7622e79c2cfe4261",
+        backend="npm",
+        layout="flat",
+        test_deps="devDependencies (tape), no lockfile",
+    ),
+    Project(
+        "fast-json-stable-stringify",
+        "2.1.0",
+        "npm",
+        sha256="1e2df822c43e0a2b448e5df79bf8e6d3e085c86e30456cd383a2f96215fd1687",
+        backend="npm",
+        layout="flat",
+        test_deps="devDependencies (eslint, nyc, tape), no lockfile",
+    ),
+]
+
+
+# -- the corpus, from its registries ----------------------------------------------------
+def download(project: Project, into: Path) -> Path:
+    """The project's sdist or tarball from its registry, its sha256 checked against the pin."""
+    into.mkdir(parents=True, exist_ok=True)
+    if project.registry == "pypi":
+        index = f"https://pypi.org/pypi/{project.name}/json"
+        with urllib.request.urlopen(index, timeout=60) as answer:
+            release = json.load(answer)["releases"].get(project.version) or []
+        [sdist] = [f for f in release if f["packagetype"] == "sdist"]
+        archive = into / sdist["filename"]
+        url = urllib.parse.urljoin(index, sdist["url"])  # the index may answer with a relative URL
+        if not url.startswith("https://"):
+            raise SystemExit(f"{project.name}: the index gave {url!r}, not an https URL")
+        with urllib.request.urlopen(url, timeout=120) as answer:  # noqa: S310 (https checked above)
+            archive.write_bytes(answer.read())
+    else:
+        packed = subprocess.run(
+            ["npm", "pack", f"{project.name}@{project.version}", "--silent", "--pack-destination", str(into)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        archive = into / packed.stdout.strip().splitlines()[-1]
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if digest != project.sha256:
+        raise SystemExit(f"{archive.name}: sha256 {digest}, pinned {project.sha256}: refusing to run it")
+    return archive
+
+
+async def make_repo(archive: Path, repo: Path, *, version: str) -> None:
+    """The archive's files as a git repository on `main`: one commit, tagged `v<version>`."""
+    with tarfile.open(archive) as tar:
+        tar.extractall(repo.parent / "unpacked", filter="data")
+    [top] = list((repo.parent / "unpacked").iterdir())
+    top.rename(repo)
+    identity = {"GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com"}
+    identity |= {"GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+    env = git_env(base=identity)
+    for args in (
+        ["init", "-q"],
+        ["symbolic-ref", "HEAD", "refs/heads/main"],
+        ["add", "-A"],
+        ["commit", "-q", "--no-gpg-sign", "-m", f"{archive.name} as released"],
+        ["tag", f"v{version}"],
+    ):
+        await run_git(args, cwd=repo, env=env)
+
+
+# -- the story's agent: the builtin agent on a scripted model ------------------------------
+class BenchModel:
+    """A model that writes BENCH_FILE and finishes; it refuses anything else (the review).
+
+    Every prompt it is given is kept: a retry's prompt carries the failed gates' output.
+    """
+
+    model = "bench-scripted"
+    provider = "scripted"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    async def complete(
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec] | None = None, **_: Any
+    ) -> Completion:
+        names = {tool.name for tool in tools or []}
+        if "write" not in names:
+            raise LLMError("the bench's scripted model reviews nothing")
+        if messages[-1].role != "tool":
+            self.prompts.append(messages[0].content)
+            text = "# Plan Cascade bench\n\nA harmless file: the story changes nothing that matters.\n"
+            return tool_reply("write", {"path": BENCH_FILE, "content": text})
+        return tool_reply("finish", {"summary": f"wrote {BENCH_FILE}"})
+
+
+PRD = """version: 1
+title: Plan Cascade bench
+summary: One harmless story, to see that the detected setup and gates work out of the box.
+stories:
+  - id: STORY-001
+    title: Add docs/plan-cascade-bench.md
+    acceptance_criteria: ["docs/plan-cascade-bench.md exists and says it is harmless"]
+    files: [docs/plan-cascade-bench.md]
+"""
+
+
+# -- one project -----------------------------------------------------------------------
+@dataclass
+class Check:
+    """One gate's (or setup's) run, from the terminal line local mode prints for it."""
+
+    scope: str
+    name: str
+    verdict: str
+    seconds: float
+    detail: str = ""
+
+
+@dataclass
+class Outcome:
+    project: str
+    kind: str
+    setup: list[str] = field(default_factory=list)
+    setup_source: str = ""
+    status: str = ""
+    reason: str = ""
+    attempts: int = 0
+    story_gates: dict[str, str] = field(default_factory=dict)
+    batch_gates: dict[str, str] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    feedback: str = ""
+    seconds: float = 0.0
+    error: str = ""
+    command_not_found: bool = False
+    green: bool = False
+    red: list[str] = field(default_factory=list)
+    """Why it is not green."""
+
+
+_FINISHED = re.compile(
+    r"^\s*\S+ (?P<scope>\S+) (?P<name>\S+) (?P<verdict>[a-z]+)(?: \((?P<why>[^)]*)\))? "
+    r"in (?P<secs>[\d.]+)s(?::\s?(?P<tail>.*))?$"
+)
+
+
+def checks_in(console_text: str) -> list[Check]:
+    """Every finished gate line local mode printed (setup included, base runs too when reported)."""
+    found = []
+    for line in console_text.splitlines():
+        match = _FINISHED.match(line)
+        if match:
+            detail = " ".join(x for x in (match["why"], match["tail"]) if x)
+            found.append(
+                Check(match["scope"], match["name"], match["verdict"], float(match["secs"]), detail.strip())
+            )
+    return found
+
+
+def why_red(outcome: Outcome) -> list[str]:
+    """Why a project is not green (none when it is): every check run success or neutral, and a
+    test gate that succeeded."""
+    reasons = [outcome.error] if outcome.error else []
+    if outcome.status != "completed":
+        reasons.append(f"plan {outcome.status or 'not run'}")
+    if "test" not in outcome.story_gates:
+        reasons.append("no test gate ran")
+    conclusions = {**outcome.story_gates, **{f"integration {k}": v for k, v in outcome.batch_gates.items()}}
+    reasons += [f"{name} {c}" for name, c in conclusions.items() if c not in GREEN]
+    return reasons
+
+
+async def run_project(project: Project, work: Path, *, timeout: float) -> Outcome:
+    """Download, make the repository, run the one-story plan as the server would; what happened."""
+    outcome = Outcome(project=f"{project.name} {project.version}", kind=project.registry)
+    started = time.perf_counter()
+    buffer = io.StringIO()
+    model = BenchModel()
+    try:
+        archive = await asyncio.to_thread(download, project, work / "download")
+        repo = work / "repo"
+        await make_repo(archive, repo, version=project.version)
+        prd = work / "prd.yaml"
+        prd.write_text(PRD)
+        data = work / "data"
+        settings = Settings(data_dir=data)  # the server's defaults: sandbox required, data dir hidden
+        ctx = LocalContext(
+            console=Console(file=buffer, width=400, no_color=True, force_terminal=False),
+            ask=None,
+            llm_for=lambda config, name: model,
+            data_root=data,
+            tool_path=settings.tool_path,
+            sandbox=settings.sandbox_policy(),
+        )
+        request = RunRequest(repo=repo, prd_file=prd, yes=True)
+        try:
+            await asyncio.wait_for(start_run(request, ctx), timeout)
+        except TimeoutError:
+            outcome.error = f"timed out after {timeout:.0f} s"
+        records = RunStore(shared_data_dir(repo, data)).all()
+        if records:
+            read_record(outcome, records[0])
+    except Exception as exc:  # one project's failure is a row of the table, not the end of the bench
+        outcome.error = f"{type(exc).__name__}: {exc}"
+    outcome.seconds = time.perf_counter() - started
+    text = buffer.getvalue()
+    outcome.checks = checks_in(text)
+    retry = next((p for p in reversed(model.prompts) if "quality gate(s) failed" in p), "")
+    feedback = retry[retry.find("quality gate(s) failed") :] if retry else ""
+    outcome.feedback = feedback.split("\n## Rules")[0].rstrip("`\n ")[:6000]
+    (work / "console.txt").write_text(text)
+    everything = "\n".join([text, outcome.feedback, outcome.reason, outcome.error])
+    outcome.command_not_found = NOT_FOUND.search(everything) is not None
+    outcome.red = why_red(outcome)
+    outcome.green = not outcome.red
+    return outcome
+
+
+def read_record(outcome: Outcome, record: LocalRun) -> None:
+    """The plan's setup, status and each check run's conclusion, from local mode's run file."""
+    state = record.state
+    outcome.setup, outcome.setup_source = list(state.setup), str(state.setup_source)
+    outcome.status = state.status.value
+    story = state.stories["STORY-001"]
+    outcome.reason = story.reason or ""
+    outcome.attempts = story.attempts
+    outcome.story_gates = dict(story.gates)
+    if state.batches:
+        outcome.batch_gates = dict(state.batches[0].gates)
+
+
+# -- the table -------------------------------------------------------------------------
+def gate_cells(outcome: Outcome) -> str:
+    """`scope: gate verdict seconds, …` for every check run, in the order they ran."""
+    parts: dict[str, list[str]] = {}
+    seen: set[tuple[str, str, float]] = set()
+    for check in outcome.checks:
+        if check.name == "setup" and (check.scope, check.name, check.seconds) in seen:
+            continue  # the same setup, reported again beside each attempt's gates
+        seen.add((check.scope, check.name, check.seconds))
+        parts.setdefault(check.scope, []).append(f"{check.name} {check.verdict} {check.seconds:.1f}s")
+    return " | ".join(f"{scope}: {', '.join(items)}" for scope, items in parts.items()) or "-"
+
+
+def report(outcomes: list[Outcome], *, total_seconds: float) -> str:
+    lines = []
+    for o in outcomes:
+        setup = " && ".join(o.setup) if o.setup else f"none ({o.setup_source or 'not planned'})"
+        final = ", ".join(f"{k}={v}" for k, v in o.story_gates.items()) or "-"
+        integration = ", ".join(f"{k}={v}" for k, v in o.batch_gates.items()) or "-"
+        mark = "GREEN" if o.green else "red (" + "; ".join(o.red) + ")"
+        lines.append(
+            f"## {o.project} [{o.kind}] {mark}: plan {o.status or '-'}, "
+            f"{o.attempts} attempt(s), {o.seconds:.0f} s"
+        )
+        lines.append(f"   setup (detected): {setup}")
+        lines.append(f"   story checks: {final}; integration: {integration}")
+        lines.append(f"   runs: {gate_cells(o)}")
+        if o.error:
+            lines.append(f"   error: {o.error}")
+        if o.reason and not o.green:
+            lines.append("   reason: " + o.reason.strip().replace("\n", "\n           ")[-1500:])
+        if o.feedback:
+            lines.append(
+                "   gate output (retry feedback, tail): " + o.feedback[-1200:].replace("\n", "\n           ")
+            )
+        if o.command_not_found:
+            lines.append('   !! "command not found" in the output')
+    green = [o for o in outcomes if o.green]
+    missing = [o.project for o in outcomes if o.command_not_found]
+    share = 100 * len(green) / len(outcomes) if outcomes else 0.0
+    lines.append("")
+    lines.append(
+        f"green: {len(green)}/{len(outcomes)} projects ({share:.0f} %; target >= 90 %): "
+        + (", ".join(o.project for o in green) or "none")
+    )
+    lines.append(
+        f'"command not found": {len(missing)} project(s) (target: none)'
+        + (": " + ", ".join(missing) if missing else "")
+    )
+    lines.append(f"total {total_seconds:.0f} s")
+    return "\n".join(lines)
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", default=[], help="run this project (repeatable)")
+    parser.add_argument("--jobs", type=int, default=1, help="projects at once (default 1)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directories")
+    parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    parser.add_argument("--timeout", type=float, default=PROJECT_TIMEOUT, help="seconds per project")
+    args = parser.parse_args(argv)
+    known = {p.name: p for p in CORPUS}
+    unknown = [name for name in args.only if name not in known]
+    if unknown:
+        parser.error(f"not in the corpus: {', '.join(unknown)} (known: {', '.join(known)})")
+    chosen = [known[name] for name in args.only] if args.only else CORPUS
+    base = Path(tempfile.mkdtemp(prefix="plan-cascade-real-"))
+    gate = asyncio.Semaphore(max(1, args.jobs))
+    started = time.perf_counter()
+
+    async def one(project: Project) -> Outcome:
+        async with gate:
+            work = base / project.name
+            work.mkdir()
+            print(f"{project.name} {project.version}: running", flush=True)
+            outcome = await run_project(project, work, timeout=args.timeout)
+            print(
+                f"{project.name} {project.version}: {'green' if outcome.green else 'red'} "
+                f"in {outcome.seconds:.0f} s",
+                flush=True,
+            )
+            return outcome
+
+    outcomes = list(await asyncio.gather(*(one(p) for p in chosen)))
+    total = time.perf_counter() - started
+    print(report(outcomes, total_seconds=total))
+    if args.json:
+        pins = {p.name: asdict(p) for p in chosen}
+        rows = [{**asdict(o), "pin": pins[o.project.split()[0]]} for o in outcomes]
+        summary = {
+            "green": sum(o.green for o in outcomes),
+            "projects": len(outcomes),
+            "command_not_found": [o.project for o in outcomes if o.command_not_found],
+            "seconds": round(total, 1),
+        }
+        args.json.write_text(json.dumps({"summary": summary, "projects": rows}, indent=1))
+    if args.keep:
+        print(f"work directories kept in {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+    green = sum(o.green for o in outcomes)
+    return (
+        0
+        if outcomes and green >= 0.9 * len(outcomes) and not any(o.command_not_found for o in outcomes)
+        else 1
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
