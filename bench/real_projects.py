@@ -100,16 +100,16 @@ CORPUS = [
         "1.2.0",
         "pypi",
         sha256="9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490",
-        backend="setuptools + git version",
+        backend="setuptools + setuptools-git-versioning",
         layout="flat, tests in the package",
-        test_deps="nothing declared",
+        test_deps="PEP 735 group test",
     ),
     Project(
         "cachetools",
         "5.5.0",
         "pypi",
         sha256="2cc24fb4cbe39633fb7badd9db9ca6295d766d9c2995f245725a46715d050f2a",
-        backend="setuptools, setup.cfg",
+        backend="setuptools, setup.cfg (pyproject: build-system only)",
         layout="src",
         test_deps="tox.ini deps only",
     ),
@@ -154,9 +154,9 @@ CORPUS = [
         "2.1.0",
         "pypi",
         sha256="0b2c880b5d13660a7ea651001fb4acb527696c01f15c9ee650f377aa543fd523",
-        backend="poetry-core",
+        backend="poetry-core, [tool.poetry] metadata (no [project])",
         layout="src",
-        test_deps="[tool.poetry.group.test]",
+        test_deps="[tool.poetry.group.dev.dependencies]",
     ),
     Project(
         "tomlkit",
@@ -438,8 +438,47 @@ def gate_cells(outcome: Outcome) -> str:
     return " | ".join(f"{scope}: {', '.join(items)}" for scope, items in parts.items()) or "-"
 
 
+def table(outcomes: list[Outcome]) -> list[str]:
+    """One row per project: setup, its time, each check's final conclusion, green or not."""
+    header = (
+        "project",
+        "setup (detected)",
+        "story checks (first run s)",
+        "base runs",
+        "integration",
+        "green",
+    )
+    rows = [header]
+    for o in outcomes:
+        first: dict[str, float] = {}
+        for check in o.checks:
+            if check.scope == "STORY-001":
+                first.setdefault(check.name, check.seconds)
+        story = [f"{k}={v}" + (f"({first[k]:.1f})" if k in first else "") for k, v in o.story_gates.items()]
+        others = [c for c in o.checks if c.scope != "STORY-001" and not c.scope.startswith("batch-")]
+        rows.append(
+            (
+                o.project,
+                short_setup(o.setup),
+                " ".join(story) or "-",
+                " ".join(f"{c.scope}:{c.name}={c.verdict}" for c in others) or "-",
+                " ".join(f"{k}={v}" for k, v in o.batch_gates.items()) or "-",
+                "yes" if o.green else "no",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+
+
+def short_setup(commands: list[str]) -> str:
+    """The setup's install arguments (`-e '.[tests]' --group dev`), or `none`."""
+    if not commands:
+        return "none"
+    return " && ".join(c.split(".venv/bin/python ", 1)[-1] if "uv pip install" in c else c for c in commands)
+
+
 def report(outcomes: list[Outcome], *, total_seconds: float) -> str:
-    lines = []
+    lines = [*table(outcomes), ""]
     for o in outcomes:
         setup = " && ".join(o.setup) if o.setup else f"none ({o.setup_source or 'not planned'})"
         final = ", ".join(f"{k}={v}" for k, v in o.story_gates.items()) or "-"
