@@ -4,7 +4,9 @@
 
 Each project of the corpus below is downloaded from its package registry (a PyPI sdist, an npm
 tarball) by name and version, checked against the sha256 pinned here, unpacked, and made a git
-repository (one commit, tagged `v<version>` so git-versioned builds find their version). Then a
+repository like the project's own checkout: the sdist's generated metadata (`PKG-INFO`,
+`*.egg-info`) left out, one commit, tagged `v<version>`, so git-versioned builds (hatch-vcs,
+setuptools-scm, pdm's scm source) must find their version in git, as they do in a real one. Then a
 one-story plan runs on it through local mode's public entry point (`start_run`: the engine,
 setup, sandbox and gates the server uses), exactly as a repository with no
 `.github/plan-cascade.yml` gets it: detected setup, detected gates, README defaults, the
@@ -246,11 +248,20 @@ def download(project: Project, into: Path) -> Path:
 
 
 async def make_repo(archive: Path, repo: Path, *, version: str) -> None:
-    """The archive's files as a git repository on `main`: one commit, tagged `v<version>`."""
+    """The archive's files as a git checkout on `main`: one commit, tagged `v<version>`.
+
+    What the sdist's build generated is left out: with `PKG-INFO` there, a versioning plugin
+    that cannot run git falls back to it, and the bench would not see what a checkout gets.
+    """
     with tarfile.open(archive) as tar:
         tar.extractall(repo.parent / "unpacked", filter="data")
     [top] = list((repo.parent / "unpacked").iterdir())
     top.rename(repo)
+    for generated in [repo / "PKG-INFO", *repo.glob("*.egg-info"), *repo.glob("src/*.egg-info")]:
+        if generated.is_dir():
+            shutil.rmtree(generated)
+        else:
+            generated.unlink(missing_ok=True)
     identity = {"GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com"}
     identity |= {"GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
     env = git_env(base=identity)
