@@ -30,6 +30,7 @@ import asyncio
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -76,6 +77,12 @@ class Project:
     layout: str
     test_deps: str
     """Where the project declares what its tests need."""
+    by_hand: str
+    """How a developer installs and runs its tests (`--by-hand` checks the corpus with these)."""
+
+
+PY = "uv venv -q .venv && uv pip install -q --python .venv/bin/python {} && .venv/bin/python -m pytest -q"
+NODE = "npm install --no-audit --no-fund && npm test"
 
 
 CORPUS = [
@@ -87,6 +94,7 @@ CORPUS = [
         backend="setuptools, setup.py only",
         layout="flat (one module)",
         test_deps="nothing: plain pytest",
+        by_hand=PY.format("-e . pytest"),
     ),
     Project(
         "python-slugify",
@@ -96,6 +104,7 @@ CORPUS = [
         backend="setuptools, setup.py",
         layout="flat",
         test_deps="dev.requirements.txt, tox.ini",
+        by_hand=PY.format("-e . -r dev.requirements.txt"),
     ),
     Project(
         "toolz",
@@ -105,6 +114,7 @@ CORPUS = [
         backend="setuptools + setuptools-git-versioning",
         layout="flat, tests in the package",
         test_deps="PEP 735 group test",
+        by_hand=PY.format("-e . --group test"),
     ),
     Project(
         "cachetools",
@@ -114,6 +124,7 @@ CORPUS = [
         backend="setuptools, setup.cfg (pyproject: build-system only)",
         layout="src",
         test_deps="tox.ini deps only",
+        by_hand=PY.format("-e . pytest"),
     ),
     Project(
         "humanize",
@@ -123,6 +134,7 @@ CORPUS = [
         backend="hatchling + hatch-vcs",
         layout="src",
         test_deps="extra [tests]",
+        by_hand=PY.format("-e '.[tests]'"),
     ),
     Project(
         "more-itertools",
@@ -132,6 +144,7 @@ CORPUS = [
         backend="flit-core",
         layout="flat",
         test_deps="tox.ini, requirements/development.txt",
+        by_hand=PY.format("-e . pytest"),
     ),
     Project(
         "packaging",
@@ -141,6 +154,7 @@ CORPUS = [
         backend="flit-core",
         layout="src",
         test_deps="tests/requirements.txt",
+        by_hand=PY.format("-e . -r tests/requirements.txt"),
     ),
     Project(
         "itsdangerous",
@@ -150,6 +164,7 @@ CORPUS = [
         backend="flit-core",
         layout="src",
         test_deps="requirements/tests.txt",
+        by_hand=PY.format("-e . -r requirements/tests.txt"),
     ),
     Project(
         "cleo",
@@ -159,6 +174,7 @@ CORPUS = [
         backend="poetry-core, [tool.poetry] metadata (no [project])",
         layout="src",
         test_deps="[tool.poetry.group.dev.dependencies]",
+        by_hand=PY.format("-e . pytest pytest-mock"),
     ),
     Project(
         "tomlkit",
@@ -168,6 +184,7 @@ CORPUS = [
         backend="poetry-core",
         layout="flat",
         test_deps="PEP 735 group dev",
+        by_hand=PY.format("-e . --group dev"),
     ),
     Project(
         "dep-logic",
@@ -177,6 +194,7 @@ CORPUS = [
         backend="pdm-backend, scm version",
         layout="src",
         test_deps="[tool.pdm.dev-dependencies]",
+        by_hand=PY.format("-e . pytest"),
     ),
     Project(
         "deep-is",
@@ -186,6 +204,7 @@ CORPUS = [
         backend="npm",
         layout="flat",
         test_deps="devDependencies (tape), no lockfile",
+        by_hand=NODE,
     ),
     Project(
         "xtend",
@@ -195,6 +214,7 @@ CORPUS = [
         backend="npm",
         layout="flat",
         test_deps="devDependencies (tape), no lockfile",
+        by_hand=NODE,
     ),
     Project(
         "concat-map",
@@ -204,6 +224,7 @@ CORPUS = [
         backend="npm",
         layout="flat",
         test_deps="devDependencies (tape), no lockfile",
+        by_hand=NODE,
     ),
     Project(
         "fast-json-stable-stringify",
@@ -213,6 +234,7 @@ CORPUS = [
         backend="npm",
         layout="flat",
         test_deps="devDependencies (eslint, nyc, tape), no lockfile",
+        by_hand=NODE,
     ),
 ]
 
@@ -335,6 +357,8 @@ class Outcome:
     attempts: int = 0
     story_gates: dict[str, str] = field(default_factory=dict)
     batch_gates: dict[str, str] = field(default_factory=dict)
+    base: dict[str, Any] = field(default_factory=dict)
+    """Whatever the run file says about runs on the base (nothing before base judging exists)."""
     checks: list[Check] = field(default_factory=list)
     feedback: str = ""
     seconds: float = 0.0
@@ -346,9 +370,11 @@ class Outcome:
 
 
 _FINISHED = re.compile(
-    r"^\s*\S+ (?P<scope>\S+) (?P<name>\S+) (?P<verdict>[a-z]+)(?: \((?P<why>[^)]*)\))? "
+    r"^\s*\S+ (?P<scope>.+?) (?P<name>\S+) (?P<verdict>[a-z]+)(?: \((?P<why>[^)]*)\))? "
     r"in (?P<secs>[\d.]+)s(?::\s?(?P<tail>.*))?$"
 )
+"""`✓ STORY-001 test passed in 1.2s`, `✗ batch-1 lint failed (exit 1) in 0.3s: tail`: local mode's
+line for a finished check; the scope may have words of its own (a run on the base, say)."""
 
 
 def checks_in(console_text: str) -> list[Check]:
@@ -423,6 +449,26 @@ async def run_project(project: Project, work: Path, *, timeout: float) -> Outcom
     return outcome
 
 
+async def run_by_hand(project: Project, work: Path, *, timeout: float) -> tuple[bool, float, str]:
+    """The project's tests as a developer runs them, unconfined: whether they pass, time, output tail."""
+    archive = await asyncio.to_thread(download, project, work / "download")
+    repo = work / "repo"
+    await make_repo(archive, repo, version=project.version)
+    uv_dir = str(Path(sys.executable).parent)  # uv comes with Plan Cascade
+    env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}:{uv_dir}"}
+    env.pop("VIRTUAL_ENV", None)
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_shell(
+        project.by_hand, cwd=repo, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        return False, time.perf_counter() - started, f"timed out after {timeout:.0f} s"
+    return proc.returncode == 0, time.perf_counter() - started, out.decode(errors="replace")[-300:]
+
+
 def read_record(outcome: Outcome, record: LocalRun) -> None:
     """The plan's setup, status and each check run's conclusion, from local mode's run file."""
     state = record.state
@@ -434,6 +480,11 @@ def read_record(outcome: Outcome, record: LocalRun) -> None:
     outcome.story_gates = dict(story.gates)
     if state.batches:
         outcome.batch_gates = dict(state.batches[0].gates)
+    # What the engine records of gate runs on the base, whatever it calls it (`base_gates`, …).
+    for scope, fields in (("story", story.model_dump(mode="json")), ("plan", state.model_dump(mode="json"))):
+        outcome.base |= {
+            f"{scope}.{k}": v for k, v in fields.items() if "base" in k and k != "base_branch" and v
+        }
 
 
 # -- the table -------------------------------------------------------------------------
@@ -472,7 +523,8 @@ def table(outcomes: list[Outcome]) -> list[str]:
                 o.project,
                 short_setup(o.setup),
                 " ".join(story) or "-",
-                " ".join(f"{c.scope}:{c.name}={c.verdict}" for c in others) or "-",
+                " ".join(f"{c.scope}:{c.name}={c.verdict}" for c in others)
+                or ("recorded" if o.base else "-"),
                 " ".join(f"{k}={v}" for k, v in o.batch_gates.items()) or "-",
                 "yes" if o.green else "no",
             )
@@ -502,6 +554,8 @@ def report(outcomes: list[Outcome], *, total_seconds: float) -> str:
         lines.append(f"   setup (detected): {setup}")
         lines.append(f"   story checks: {final}; integration: {integration}")
         lines.append(f"   runs: {gate_cells(o)}")
+        if o.base:
+            lines.append(f"   base (run file): {json.dumps(o.base)[:600]}")
         if o.error:
             lines.append(f"   error: {o.error}")
         if o.reason and not o.green:
@@ -535,6 +589,11 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     parser.add_argument("--timeout", type=float, default=PROJECT_TIMEOUT, help="seconds per project")
+    parser.add_argument(
+        "--by-hand",
+        action="store_true",
+        help="only check the corpus: each project's tests as a developer runs them",
+    )
     args = parser.parse_args(argv)
     known = {p.name: p for p in CORPUS}
     unknown = [name for name in args.only if name not in known]
@@ -544,6 +603,9 @@ async def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="plan-cascade-real-"))
     gate = asyncio.Semaphore(max(1, args.jobs))
     started = time.perf_counter()
+
+    if args.by_hand:
+        return await check_by_hand(chosen, base, jobs=args.jobs, timeout=args.timeout, keep=args.keep)
 
     async def one(project: Project) -> Outcome:
         async with gate:
@@ -581,6 +643,32 @@ async def main(argv: list[str] | None = None) -> int:
         if outcomes and green >= 0.9 * len(outcomes) and not any(o.command_not_found for o in outcomes)
         else 1
     )
+
+
+async def check_by_hand(chosen: list[Project], base: Path, *, jobs: int, timeout: float, keep: bool) -> int:
+    """`--by-hand`: does each project's suite pass as its developers run it? (The corpus's premise.)"""
+    gate = asyncio.Semaphore(max(1, jobs))
+
+    async def one(project: Project) -> bool:
+        async with gate:
+            work = base / project.name
+            work.mkdir()
+            passed, seconds, tail = await run_by_hand(project, work, timeout=timeout)
+            last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+            print(
+                f"{project.name} {project.version}: {'passed' if passed else 'FAILED'} in {seconds:.0f} s: "
+                f"{last.strip()[:160]}  [{project.by_hand}]",
+                flush=True,
+            )
+            return passed
+
+    results = await asyncio.gather(*(one(p) for p in chosen))
+    print(f"by hand: {sum(results)}/{len(results)} projects pass their own tests")
+    if keep:
+        print(f"work directories kept in {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":
