@@ -52,7 +52,7 @@ from rich.console import Console  # noqa: E402
 from bot.errors import LLMError  # noqa: E402
 from bot.llm.base import Completion, Message, ToolSpec  # noqa: E402
 from bot.llm.scripted import tool_reply  # noqa: E402
-from bot.local.runner import LocalContext, RunRequest, shared_data_dir, start_run  # noqa: E402
+from bot.local.runner import INTERRUPTED, LocalContext, RunRequest, shared_data_dir, start_run  # noqa: E402
 from bot.local.store import LocalRun, RunStore  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from bot.workspace.git import git_env, run_git  # noqa: E402
@@ -427,8 +427,10 @@ async def run_project(project: Project, work: Path, *, timeout: float) -> Outcom
         )
         request = RunRequest(repo=repo, prd_file=prd, yes=True)
         try:
-            await asyncio.wait_for(start_run(request, ctx), timeout)
+            code = await asyncio.wait_for(start_run(request, ctx), timeout)
         except TimeoutError:
+            code = INTERRUPTED
+        if code == INTERRUPTED:  # local mode takes the cancel as an interrupt, and says so
             outcome.error = f"timed out after {timeout:.0f} s"
         records = RunStore(shared_data_dir(repo, data)).all()
         if records:
