@@ -9,10 +9,12 @@ repository like the project's own checkout: the sdist's generated metadata (`PKG
 setuptools-scm, pdm's scm source) must find their version in git, as they do in a real one. Then a
 one-story plan runs on it through local mode's public entry point (`start_run`: the engine,
 setup, sandbox and gates the server uses), exactly as a repository with no
-`.github/plan-cascade.yml` gets it: detected setup, detected gates, README defaults, the
-server's sandbox (`required`, bubblewrap; the data dir hidden) and the server's default tool
-PATH. The story's agent is the default `builtin` agent driven by a scripted model (no LLM): it
-writes `docs/plan-cascade-bench.md` and finishes, a change no gate can object to.
+`.github/plan-cascade.yml` gets it: detected setup, detected gates, README defaults, and the
+server's settings from this environment: its sandbox (`required` unless PLAN_CASCADE_SANDBOX
+says otherwise; bubblewrap, the data dir hidden) and its tool PATH (PLAN_CASCADE_TOOL_PATH,
+default /usr/local/bin:/usr/bin:/bin). The story's agent is the default `builtin` agent driven
+by a scripted model (no LLM): it writes `docs/plan-cascade-bench.md` and finishes, a change no
+gate can object to.
 
 It prints, per project, the setup that was detected and ran, each check run's conclusion (setup,
 the detected gates, the batch's integration gates, and any run on the base that the engine
@@ -584,6 +586,23 @@ def report(outcomes: list[Outcome], *, total_seconds: float) -> str:
     return "\n".join(lines)
 
 
+def code_version() -> str:
+    """The commit of the code under test (and `+changes` when the tree has uncommitted ones)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "bot"], capture_output=True, text=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "an unknown commit"
+    return head + ("+changes" if dirty.stdout.strip() else "")
+
+
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], help="run this project (repeatable)")
@@ -603,6 +622,7 @@ async def main(argv: list[str] | None = None) -> int:
         parser.error(f"not in the corpus: {', '.join(unknown)} (known: {', '.join(known)})")
     chosen = [known[name] for name in args.only] if args.only else CORPUS
     base = Path(tempfile.mkdtemp(prefix="plan-cascade-real-"))
+    print(f"Plan Cascade at {code_version()}; {len(chosen)} project(s)", flush=True)
     gate = asyncio.Semaphore(max(1, args.jobs))
     started = time.perf_counter()
 
