@@ -1,0 +1,305 @@
+"""The corpus of bench/real_projects.py: real projects, pinned, fetched from their registries.
+
+Each entry names a project's release and the sha256 of its sdist (PyPI) or tarball (npm), what
+kind of project it is (build backend, layout, where its tests' needs are declared) and how its
+developers run its tests. Nothing is vendored: `download` fetches the archive at bench time and
+refuses one whose checksum differs; `make_repo` makes it a git checkout.
+`python bench/real_projects.py --by-hand` runs each project's own tests that way (unconfined), to
+check the corpus's premise: every suite passes on this machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.workspace.git import git_env, run_git
+
+
+@dataclass(frozen=True)
+class Project:
+    """One corpus entry: what to download, and what kind of project it is."""
+
+    name: str
+    version: str
+    registry: str  # "pypi" or "npm"
+    sha256: str
+    backend: str
+    layout: str
+    test_deps: str
+    """Where the project declares what its tests need."""
+    by_hand: str
+    """How a developer installs and runs its tests (`--by-hand` checks the corpus with these)."""
+
+
+PY = "uv venv -q .venv && uv pip install -q --python .venv/bin/python {} && .venv/bin/python -m pytest -q"
+NODE = "npm install --no-audit --no-fund && npm test"
+
+
+CORPUS = [
+    Project(
+        "six",
+        "1.17.0",
+        "pypi",
+        sha256="ff70335d468e7eb6ec65b95b99d3a2836546063f63acc5171de367e834932a81",
+        backend="setuptools, setup.py only",
+        layout="flat (one module)",
+        test_deps="nothing: plain pytest",
+        by_hand=PY.format("-e . pytest"),
+    ),
+    Project(
+        "python-slugify",
+        "9.2.0",
+        "pypi",
+        sha256="cee32948083476013804de1667724fb1362dacb71e47b1d5d92adf8db6ee3298",
+        backend="setuptools, setup.py",
+        layout="flat",
+        test_deps="dev.requirements.txt, tox.ini",
+        by_hand=PY.format("-e . -r dev.requirements.txt"),
+    ),
+    Project(
+        "toolz",
+        "1.2.0",
+        "pypi",
+        sha256="9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490",
+        backend="setuptools + setuptools-git-versioning",
+        layout="flat, tests in the package",
+        test_deps="PEP 735 group test",
+        by_hand=PY.format("-e . --group test"),
+    ),
+    Project(
+        "cachetools",
+        "5.5.0",
+        "pypi",
+        sha256="2cc24fb4cbe39633fb7badd9db9ca6295d766d9c2995f245725a46715d050f2a",
+        backend="setuptools, setup.cfg (pyproject: build-system only)",
+        layout="src",
+        test_deps="tox.ini deps only",
+        by_hand=PY.format("-e . pytest"),
+    ),
+    Project(
+        "humanize",
+        "4.17.0",
+        "pypi",
+        sha256="1d6a36c453dbfbb3f0b34601d2e0b4ce5d48d780305cd45714843f0068fde6ac",
+        backend="hatchling + hatch-vcs",
+        layout="src",
+        test_deps="extra [tests]",
+        by_hand=PY.format("-e '.[tests]'"),
+    ),
+    Project(
+        "more-itertools",
+        "10.5.0",
+        "pypi",
+        sha256="5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6",
+        backend="flit-core",
+        layout="flat",
+        test_deps="tox.ini, requirements/development.txt",
+        by_hand=PY.format("-e . pytest"),
+    ),
+    Project(
+        "packaging",
+        "24.2",
+        "pypi",
+        sha256="c228a6dc5e932d346bc5739379109d49e8853dd8223571c7c5b55260edc0b97f",
+        backend="flit-core",
+        layout="src",
+        test_deps="tests/requirements.txt",
+        by_hand=PY.format("-e . -r tests/requirements.txt"),
+    ),
+    Project(
+        "itsdangerous",
+        "2.2.0",
+        "pypi",
+        sha256="e0050c0b7da1eea53ffaf149c0cfbb5c6e2e2b69c4bef22c81fa6eb73e5f6173",
+        backend="flit-core",
+        layout="src",
+        test_deps="requirements/tests.txt",
+        by_hand=PY.format("-e . -r requirements/tests.txt"),
+    ),
+    Project(
+        "cleo",
+        "2.1.0",
+        "pypi",
+        sha256="0b2c880b5d13660a7ea651001fb4acb527696c01f15c9ee650f377aa543fd523",
+        backend="poetry-core, [tool.poetry] metadata (no [project])",
+        layout="src",
+        test_deps="[tool.poetry.group.dev.dependencies]",
+        by_hand=PY.format("-e . pytest pytest-mock"),
+    ),
+    Project(
+        "tomlkit",
+        "0.15.2",
+        "pypi",
+        sha256="83e32755ba1d20d9340bd069ee97e9f6232ba2346b63ffcba425de01f7e327a6",
+        backend="poetry-core",
+        layout="flat",
+        test_deps="PEP 735 group dev",
+        by_hand=PY.format("-e . --group dev"),
+    ),
+    Project(
+        "dep-logic",
+        "0.7.2",
+        "pypi",
+        sha256="2a3c49526075b0bc6825f0ea8c2d9f464de48b7b85f3f3d2900b4e5950fefedf",
+        backend="pdm-backend, scm version",
+        layout="src",
+        test_deps="[tool.pdm.dev-dependencies]",
+        by_hand=PY.format("-e . pytest"),
+    ),
+    Project(
+        "deep-is",
+        "0.1.4",
+        "npm",
+        sha256="0c03aa83c6bf68e7c2cc2c5b5a2d732c1879e7711b08011b0bc48df10d10bf3c",
+        backend="npm",
+        layout="flat",
+        test_deps="devDependencies (tape), no lockfile",
+        by_hand=NODE,
+    ),
+    Project(
+        "xtend",
+        "4.0.2",
+        "npm",
+        sha256="bd22a01d43c799be7bb53dfa9e775b132045e39525e51efb977528a00041ba48",
+        backend="npm",
+        layout="flat",
+        test_deps="devDependencies (tape), no lockfile",
+        by_hand=NODE,
+    ),
+    Project(
+        "concat-map",
+        "0.0.1",
+        "npm",
+        sha256="35902dd620cf0058c49ea614120f18a889d984269a90381b7622e79c2cfe4261",
+        backend="npm",
+        layout="flat",
+        test_deps="devDependencies (tape), no lockfile",
+        by_hand=NODE,
+    ),
+    Project(
+        "fast-json-stable-stringify",
+        "2.1.0",
+        "npm",
+        sha256="1e2df822c43e0a2b448e5df79bf8e6d3e085c86e30456cd383a2f96215fd1687",
+        backend="npm",
+        layout="flat",
+        test_deps="devDependencies (eslint, nyc, tape), no lockfile",
+        by_hand=NODE,
+    ),
+]
+
+
+# -- the corpus, from its registries ----------------------------------------------------
+def download(project: Project, into: Path) -> Path:
+    """The project's sdist or tarball from its registry, its sha256 checked against the pin."""
+    into.mkdir(parents=True, exist_ok=True)
+    if project.registry == "pypi":
+        index = f"https://pypi.org/pypi/{project.name}/json"
+        with urllib.request.urlopen(index, timeout=60) as answer:
+            release = json.load(answer)["releases"].get(project.version) or []
+        [sdist] = [f for f in release if f["packagetype"] == "sdist"]
+        archive = into / sdist["filename"]
+        url = urllib.parse.urljoin(index, sdist["url"])  # the index may answer with a relative URL
+        if not url.startswith("https://"):
+            raise SystemExit(f"{project.name}: the index gave {url!r}, not an https URL")
+        with urllib.request.urlopen(url, timeout=120) as answer:  # noqa: S310 (https checked above)
+            archive.write_bytes(answer.read())
+    else:
+        packed = subprocess.run(
+            ["npm", "pack", f"{project.name}@{project.version}", "--silent", "--pack-destination", str(into)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        archive = into / packed.stdout.strip().splitlines()[-1]
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if digest != project.sha256:
+        raise SystemExit(f"{archive.name}: sha256 {digest}, pinned {project.sha256}: refusing to run it")
+    return archive
+
+
+async def make_repo(archive: Path, repo: Path, *, version: str) -> None:
+    """The archive's files as a git checkout on `main`: one commit, tagged `v<version>`.
+
+    What the sdist's build generated is left out: with `PKG-INFO` there, a versioning plugin
+    that cannot run git falls back to it, and the bench would not see what a checkout gets.
+    """
+    with tarfile.open(archive) as tar:
+        tar.extractall(repo.parent / "unpacked", filter="data")
+    [top] = list((repo.parent / "unpacked").iterdir())
+    top.rename(repo)
+    for generated in [repo / "PKG-INFO", *repo.glob("*.egg-info"), *repo.glob("src/*.egg-info")]:
+        if generated.is_dir():
+            shutil.rmtree(generated)
+        else:
+            generated.unlink(missing_ok=True)
+    identity = {"GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com"}
+    identity |= {"GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+    env = git_env(base=identity)
+    for args in (
+        ["init", "-q"],
+        ["symbolic-ref", "HEAD", "refs/heads/main"],
+        ["add", "-A"],
+        ["commit", "-q", "--no-gpg-sign", "-m", f"{archive.name} as released"],
+        ["tag", f"v{version}"],
+    ):
+        await run_git(args, cwd=repo, env=env)
+
+
+async def run_by_hand(project: Project, work: Path, *, timeout: float) -> tuple[bool, float, str]:
+    """The project's tests as a developer runs them, unconfined: whether they pass, time, output tail."""
+    archive = await asyncio.to_thread(download, project, work / "download")
+    repo = work / "repo"
+    await make_repo(archive, repo, version=project.version)
+    uv_dir = str(Path(sys.executable).parent)  # uv comes with Plan Cascade
+    env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}:{uv_dir}"}
+    env.pop("VIRTUAL_ENV", None)
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_shell(
+        project.by_hand, cwd=repo, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        return False, time.perf_counter() - started, f"timed out after {timeout:.0f} s"
+    return proc.returncode == 0, time.perf_counter() - started, out.decode(errors="replace")[-300:]
+
+
+async def check_by_hand(chosen: list[Project], base: Path, *, jobs: int, timeout: float, keep: bool) -> int:
+    """`--by-hand`: does each project's suite pass as its developers run it? (The corpus's premise.)"""
+    gate = asyncio.Semaphore(max(1, jobs))
+
+    async def one(project: Project) -> bool:
+        async with gate:
+            work = base / project.name
+            work.mkdir()
+            passed, seconds, tail = await run_by_hand(project, work, timeout=timeout)
+            last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+            print(
+                f"{project.name} {project.version}: {'passed' if passed else 'FAILED'} in {seconds:.0f} s: "
+                f"{last.strip()[:160]}  [{project.by_hand}]",
+                flush=True,
+            )
+            return passed
+
+    results = await asyncio.gather(*(one(p) for p in chosen))
+    print(f"by hand: {sum(results)}/{len(results)} projects pass their own tests")
+    if keep:
+        print(f"work directories kept in {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0 if all(results) else 1
