@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.envsetup import MANIFESTS, detect_setup  # noqa: E402
-from bot.orchestration.envcopy import keep_base_environment, reuse_base_environment  # noqa: E402
+from bot.orchestration.envcopy import keep_base_environment, reuse_base_environment, setup_wrote  # noqa: E402
 from bot.orchestration.setup import prepare  # noqa: E402
 from bot.workspace.jail import Sandbox  # noqa: E402
 from bot.workspace.process import uv_program  # noqa: E402
@@ -121,7 +121,7 @@ async def main(spec: str) -> int:
         if not first.passed:
             print(first.output[-3000:])
             return 1
-        await keep_base_environment(run, base, output=first.output)
+        await keep_base_environment(run, base, output=first.output, written=await setup_wrote(base))
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
         print(f"first setup (the base check): {first_s:.1f} s; the cache holds {size / 1e6:.1f} MB")
 

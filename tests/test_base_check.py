@@ -176,3 +176,25 @@ async def test_setup_a_story_breaks_is_fed_back_to_its_agent_which_fixes_it(tmp_
         setups = check_runs(h)["plan-cascade / STORY-001 / setup"]
         assert [r.conclusion for r in setups] == ["failure", "success"]
         assert state.status == PlanStatus.COMPLETED
+
+
+async def test_a_story_gets_a_copy_of_the_bases_environment_with_the_files_setup_wrote(
+    tmp_path: Path,
+) -> None:
+    """hatch-vcs writes `_version.py` into the tree at install time: a copy must bring it too."""
+    setup = (
+        "setup:\n  - python3 -m venv --without-pip .venv\n"
+        "  - echo \"__version__ = '1.0'\" > _version.py\n"
+        "gates:\n  strict: true\n  custom:\n    - name: built\n"
+        "      command: \"test -f _version.py && .venv/bin/python -c 'import _version'\"\n"
+    )
+    files = {"README.md": "# demo\n", ".gitignore": "_version.py\n"}
+    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SANDBOX="off") as h:
+        await plan_and_run(h, tmp_path, files, agent='echo done > "$2/$id.txt"\n', extra=setup)
+        state = decode_state(h.plan_comments(1)[0].body)
+        assert state is not None and state.status == PlanStatus.COMPLETED, state.note
+        runs = check_runs(h)
+        for story in ("STORY-001", "STORY-002"):
+            [copied] = runs[f"plan-cascade / {story} / setup"]
+            assert "was copied from the one setup made on the unchanged base" in copied.output["text"]
+            assert [r.conclusion for r in runs[f"plan-cascade / {story} / built"]] == ["success"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from bot.gates.baseline import base_gate
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.run import run_gate
-from bot.orchestration.envcopy import keep_base_environment
+from bot.orchestration.envcopy import keep_base_environment, setup_wrote
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.setup import gate_confinement, prepare, tool_env
 from bot.orchestration.story import cleanup
@@ -116,6 +116,7 @@ async def _run_check(run: Run, wt: Worktree, home: Path, *, base_sha: str, label
                 }
             )
         check = check.model_copy(update={"setup": "success"})
+        written = await setup_wrote(wt)  # before the gates add their caches
     confinement = await gate_confinement(run, wt, home)
     env = tool_env(run, wt, home)
     gates = []
@@ -131,5 +132,5 @@ async def _run_check(run: Run, wt: Worktree, home: Path, *, base_sha: str, label
         gates.append(base_gate(result, root=str(wt.path)))
         log.info("%s: %s on %s: %s", run.state.key, spec.name, label, gates[-1].conclusion)
     if setup is not None:  # after the gates, which ran in it: the stories get copies
-        await keep_base_environment(run, wt, output=setup.output)
+        await keep_base_environment(run, wt, output=setup.output, written=written)
     return check.model_copy(update={"gates": gates})

@@ -39,6 +39,9 @@ _SETUP_FILES = re.compile(
     r"Cargo\.(toml|lock)|\.gitmodules)$"
 )
 _REWRITE_LIMIT = 2_000_000
+_FILES = "files"
+MAX_WRITTEN_FILES = 20_000
+MAX_WRITTEN_BYTES = 256 * 1024 * 1024
 OUTPUT_CHARS = 20_000
 
 
@@ -47,27 +50,52 @@ def kept_dir(run: Run) -> Path:
     return run.work_root / KEPT
 
 
-async def keep_base_environment(run: Run, wt: Worktree, *, output: str) -> None:
+async def setup_wrote(wt: Worktree) -> list[str] | None:
+    """The files setup left in the worktree besides the environments (a version file written at
+    build time, an in-place extension, `*.egg-info`): what a copy must bring too. None when
+    there are too many to copy (then each story runs setup itself)."""
+    try:
+        listed = await wt.git("ls-files", "-z", "--others")
+    except WorkspaceError:
+        return None
+    paths = [p for p in listed.stdout.split("\0") if p and not p.startswith(tuple(ENV_DIRS))]
+    size = 0
+    for path in paths:
+        try:
+            size += (wt.path / path).lstat().st_size
+        except OSError:
+            continue
+    return paths if len(paths) <= MAX_WRITTEN_FILES and size <= MAX_WRITTEN_BYTES else None
+
+
+async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written: list[str] | None) -> None:
     """Move the environment setup made in the base check's worktree aside for the stories.
 
-    `output` (setup's, on the base) is shown again in each story's setup check that copies it.
+    `output` (setup's, on the base) is shown again in each story's setup check that copies it;
+    `written` are the other files setup left in the worktree (`setup_wrote`), copied with it.
     """
     kept = kept_dir(run)
     await asyncio.to_thread(shutil.rmtree, kept, True)
     nested = [p for p in wt.path.glob("*/**/node_modules") if "node_modules" not in p.parent.parts]
-    if nested:
-        return  # a workspace's environment lives all over the tree: each story sets up its own
+    if nested or written is None:
+        return  # an environment all over the tree: each story sets up its own
     kept.mkdir(parents=True)
     moved = []
     for name in _NAMES:
         if (wt.path / name).is_dir() and not (wt.path / name).is_symlink():
             (wt.path / name).rename(kept / name)
             moved.append(name)
+    for path in written:
+        source, target = wt.path / path, kept / _FILES / path
+        if source.is_file() or source.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            await asyncio.to_thread(shutil.copy2, source, target, follow_symlinks=False)
     origin = {
         "path": str(wt.path),
         "base": await head_sha(wt),
         "setup": run.state.setup,
         "dirs": moved,
+        "files": (kept / _FILES).is_dir(),
         "output": output[-OUTPUT_CHARS:],
     }
     (kept / _ORIGIN).write_text(json.dumps(origin))
@@ -98,6 +126,17 @@ async def reuse_base_environment(run: Run, wt: Worktree) -> GateResult | None:
             await asyncio.to_thread(shutil.rmtree, target, True)
             return None
         copied.append(name)
+    if origin.get("files"):  # on top of the checkout: setup's files are not tracked
+        proc = await run_process(
+            ["cp", "-a", "--reflink=auto", "-n", f"{kept_dir(run) / _FILES}/.", str(wt.path)],
+            cwd=wt.path,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+            timeout=600,
+            output_limit=4000,
+        )
+        if proc.exit_code != 0:
+            log.warning("could not copy what setup wrote on the base: %s", proc.output.strip()[-300:])
+            return None
     if ".venv" in copied:
         await asyncio.to_thread(relocate, wt.path / ".venv", old=origin["path"], new=str(wt.path))
     took = time.monotonic() - started
