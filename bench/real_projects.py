@@ -53,6 +53,7 @@ from bot.llm.base import Completion, Message, ToolSpec  # noqa: E402
 from bot.llm.scripted import tool_reply  # noqa: E402
 from bot.local.runner import INTERRUPTED, LocalContext, RunRequest, shared_data_dir, start_run  # noqa: E402
 from bot.local.store import LocalRun, RunStore  # noqa: E402
+from bot.plan.baseline import summary_line  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 
 BENCH_FILE = "docs/plan-cascade-bench.md"
@@ -123,8 +124,10 @@ class Outcome:
     attempts: int = 0
     story_gates: dict[str, str] = field(default_factory=dict)
     batch_gates: dict[str, str] = field(default_factory=dict)
-    base: dict[str, Any] = field(default_factory=dict)
-    """Whatever the run file says about runs on the base (nothing before base judging exists)."""
+    base: dict[str, str] = field(default_factory=dict)
+    """The base check: setup's and each gate's conclusion on the unchanged base."""
+    base_line: str = ""
+    """The plan comment's line for it (`setup ✓, test ✓ (212 passed in 1.0s), …`)."""
     checks: list[Check] = field(default_factory=list)
     feedback: str = ""
     seconds: float = 0.0
@@ -228,11 +231,12 @@ def read_record(outcome: Outcome, record: LocalRun) -> None:
     outcome.story_gates = dict(story.gates)
     if state.batches:
         outcome.batch_gates = dict(state.batches[0].gates)
-    # What the engine records of gate runs on the base, whatever it calls it (`base_gates`, …).
-    for scope, fields in (("story", story.model_dump(mode="json")), ("plan", state.model_dump(mode="json"))):
-        outcome.base |= {
-            f"{scope}.{k}": v for k, v in fields.items() if "base" in k and k != "base_branch" and v
-        }
+    check = state.base_check
+    if check is not None:
+        outcome.base = {g.name: g.conclusion for g in check.gates}
+        if check.setup is not None:
+            outcome.base = {"setup": check.setup, **outcome.base}
+        outcome.base_line = summary_line(check)
 
 
 # -- the table -------------------------------------------------------------------------
@@ -254,7 +258,7 @@ def table(outcomes: list[Outcome]) -> list[str]:
         "project",
         "setup (detected)",
         "story checks (first run s)",
-        "base runs",
+        "on the base",
         "integration",
         "green",
     )
@@ -271,8 +275,9 @@ def table(outcomes: list[Outcome]) -> list[str]:
                 o.project,
                 short_setup(o.setup),
                 " ".join(story) or "-",
-                " ".join(f"{c.scope}:{c.name}={c.verdict}" for c in others)
-                or ("recorded" if o.base else "-"),
+                " ".join(f"{k}={v}" for k, v in o.base.items())
+                or " ".join(f"{c.scope}:{c.name}={c.verdict}" for c in others)
+                or "-",
                 " ".join(f"{k}={v}" for k, v in o.batch_gates.items()) or "-",
                 "yes" if o.green else "no",
             )
@@ -302,8 +307,8 @@ def report(outcomes: list[Outcome], *, total_seconds: float) -> str:
         lines.append(f"   setup (detected): {setup}")
         lines.append(f"   story checks: {final}; integration: {integration}")
         lines.append(f"   runs: {gate_cells(o)}")
-        if o.base:
-            lines.append(f"   base (run file): {json.dumps(o.base)[:600]}")
+        if o.base_line:
+            lines.append(f"   base: {o.base_line}")
         if o.error:
             lines.append(f"   error: {o.error}")
         if o.reason and not o.green:
