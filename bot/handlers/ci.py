@@ -223,6 +223,7 @@ async def _on_failure(
         review_id=None,
         announce=False,
         files=files,
+        ci_loop=True,
     )
     fresh = await session.load_plan() or loaded
     action = f"sent {names} ({', '.join(concerned)}) to the agent: {said}"

@@ -241,6 +241,7 @@ def _failed_gates(run: Run, story: Story) -> str:
 async def _run_agent(
     run: Run, story: Story, wt: Worktree, home: Path, *, phase: Phase, feedback: str | None, attempt: int
 ) -> AgentResult:
+    await run.check_still_wanted()  # a cancel (or a stopped CI loop) since the run began: no agent
     chain = run.config.agent_chain(phase, story_type=story.type.value, story_override=story.agent)
     agent, notes = run.agents.select(chain)
     for note in notes:
