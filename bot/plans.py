@@ -243,7 +243,7 @@ class PlanStore:
                 )
         marker = altered_marker(comment.id)
         for existing in await port.list_issue_comments(repo, issue):
-            if marker in (existing.body or "") and same_login(existing.user_login, bot_login):
+            if (existing.body or "").rstrip().endswith(marker) and same_login(existing.user_login, bot_login):
                 return
         await port.create_issue_comment(
             repo, issue, body=messages.plan_altered(comment.html_url, reason) + "\n" + marker

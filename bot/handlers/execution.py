@@ -114,8 +114,12 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         work_root=data / "worktrees" / slug / str(session.issue),
         transcripts=data / "transcripts" / slug / str(session.issue),
         agents=AgentRegistry(llm_factory if llm_for is not None else None, config.agent.commands),
-        reporter=GitHubReporter(session.port, session.repo, session.issue, save_comment=save_comment),
-        publisher=GitHubPublisher(session.port, session.repo, plan_url=comment_url or ""),
+        reporter=GitHubReporter(
+            session.port, session.repo, session.issue, save_comment=save_comment, bot_login=session.bot_login
+        ),
+        publisher=GitHubPublisher(
+            session.port, session.repo, plan_url=comment_url or "", bot_login=session.bot_login
+        ),
         push=True,
         tool_path=services.settings.tool_path,
         clock=services.clock,
