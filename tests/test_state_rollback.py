@@ -100,3 +100,35 @@ async def test_a_block_signed_before_the_comment_binding_is_accepted_and_re_sign
 def _inline_block(body: str) -> str:
     start = body.index("<!-- plan-cascade:state v")
     return body[start : body.index("-->", start) + 3]
+
+
+async def test_a_fix_asks_the_plan_before_its_agent_runs(h: Harness) -> None:  # noqa: F811
+    """The check `apply_review_fix` gives its run: a stopped CI loop stops the CI loop's fix only;
+    a cancel stops every fix; an older state pasted back changes nothing of that."""
+    import functools
+
+    from bot.handlers.execution import still_wanted
+    from bot.handlers.plan_io import update_plan
+    from bot.handlers.session import open_session
+    from bot.publishing.review import _ci_stopped
+    from tests.harness import INSTALLATION
+
+    (comment,) = h.plan_comments(1)
+    before = comment.body
+    session = await open_session(h.services, repo=REPO, issue=1, installation_id=INSTALLATION)
+    await session.load_config()
+    loaded = await session.load_plan()
+    assert loaded is not None
+    plan_hash = loaded.state.plan_hash
+    assert await still_wanted(session, plan_hash, fix_batch=1, ci=True)() is None
+    await update_plan(
+        session, loaded, functools.partial(_ci_stopped, batch=1, why="a review requested changes")
+    )
+    h.fake.set_permission(REPO, "writer", "write")
+    h.fake.edit_comment(REPO, comment.id, body=before, editor="writer")
+    why = await still_wanted(session, plan_hash, fix_batch=1, ci=True)()
+    assert why == "the CI loop was stopped (a review requested changes)"
+    assert await still_wanted(session, plan_hash, fix_batch=1)() is None, "a human's fix still runs"
+    assert (
+        await still_wanted(session, "0" * 64)() == f"the plan was revised to revision {loaded.state.revision}"
+    )
