@@ -135,7 +135,9 @@ async def destination(
 class EgressProxy:
     """The proxy of one setup run on a Unix socket; `async with` starts and stops it."""
 
-    def __init__(self, socket_path: Path, allowed: Sequence[Entry], *, resolve: Resolver = system_resolver):
+    def __init__(
+        self, socket_path: Path, allowed: Sequence[Entry], *, resolve: Resolver = system_resolver
+    ) -> None:
         self.socket_path = socket_path
         self.allowed = tuple(allowed)
         self.resolve = resolve
