@@ -1,10 +1,12 @@
 """Where a plan lives: its comment on the issue (canonical) and a database row (cache).
 
 A plan comment is believed only when the bot wrote it AND its state block verifies: the
-signature made with the server's state key (or, without a key, an edit history showing
-that nobody but the bot edited it) and the PRD's recomputed hash. Anyone with write access
-can edit the bot's comments; a block that does not verify is ignored, logged, and the bot
-says once on the issue that the plan comment was altered and must be re-planned.
+signature made with the server's state key over the state and the comment's id (or, without
+a key, an edit history showing that nobody but the bot edited it) and the PRD's recomputed
+hash. Anyone with write access can edit the bot's comments; a block that does not verify is
+ignored, logged, and the bot says once on the issue that the plan comment was altered and
+must be re-planned. A signed state older than the newest the bot wrote (one pasted back from
+the comment's edit history, say after a cancel) is never believed: see `bot.plan_trust`.
 
 Writes are compare-and-swap on the state's `version` (the database row's `version`
 column, or the comment itself without a database), so no write is lost to another.
@@ -26,12 +28,11 @@ from bot.db.queue import utcnow
 from bot.errors import GitHubError, StalePlan, UnknownIdentity
 from bot.github.models import Comment
 from bot.github.port import GitHubPort
+from bot.plan_trust import origin_problem, same_login
 from bot.rendering import messages
 from bot.state import PlanState, PlanStatus
 from bot.state_block import (
-    INLINE_STATE_LIMIT,
-    PART_SIZE,
-    STATE_MARKER,
+    PENDING_BLOCK,
     decode_payload,
     find_block,
     integrity_problem,
@@ -39,16 +40,9 @@ from bot.state_block import (
     join_parts,
     parse_part,
     parse_reference,
-    part_body,
-    sign,
-    signature_valid,
-    split_payload,
-    state_payload,
-    state_reference,
 )
 
 log = logging.getLogger(__name__)
-RETIRED_PART = "_Plan Cascade plan data: no longer used._"
 ALTERED = "altered"
 """The cache row's status for a plan whose comment no longer verifies (not polled, not run)."""
 
@@ -68,11 +62,6 @@ class LoadedPlan:
     """Continuation comment id → body last read or written, for a state too big for one comment."""
 
 
-def same_login(a: str | None, b: str | None) -> bool:
-    """GitHub logins compare case-insensitively."""
-    return bool(a) and bool(b) and a.lower() == b.lower()  # type: ignore[union-attr]
-
-
 def require_identity(bot_login: str | None) -> str:
     """The bot's login, or UnknownIdentity: without it no plan comment can be believed."""
     if not bot_login:
@@ -83,33 +72,6 @@ def require_identity(bot_login: str | None) -> str:
 def altered_marker(comment_id: int) -> str:
     """The hidden line of the notice posted once for an altered plan comment."""
     return f"<!-- plan-cascade:altered comment={comment_id} -->"
-
-
-async def write_state(
-    port: GitHubPort, state: PlanState, *, existing: dict[int, str], key: bytes | None
-) -> tuple[str, dict[int, str]]:
-    """The signed hidden block for the plan comment; writes continuation comments when needed."""
-    payload = state_payload(state)
-    old_ids = list(existing)
-    if len(payload) <= INLINE_STATE_LIMIT:
-        block, parts = f"<!-- {STATE_MARKER} v2 sig={sign(payload, key)} {payload} -->", dict[int, str]()
-    else:
-        chunks = split_payload(payload, PART_SIZE)
-        parts = {}
-        for index, chunk in enumerate(chunks, start=1):
-            body = part_body(index=index, total=len(chunks), repo=state.repo, issue=state.issue, chunk=chunk)
-            if index <= len(old_ids):
-                part_id = old_ids[index - 1]
-                if existing[part_id] != body:
-                    await port.update_issue_comment(state.repo, part_id, body=body)
-            else:
-                part_id = (await port.create_issue_comment(state.repo, state.issue, body=body)).id
-            parts[part_id] = body
-        block = state_reference(list(parts), payload, key=key)
-    for part_id in old_ids:
-        if part_id not in parts and existing[part_id] != RETIRED_PART:
-            await port.update_issue_comment(state.repo, part_id, body=RETIRED_PART)
-    return block, parts
 
 
 class PlanStore:
@@ -147,7 +109,14 @@ class PlanStore:
             comment = await self._newest_plan_comment(port, repo, issue, bot, comments)
         if comment is None:
             return None
+        if PENDING_BLOCK in (comment.body or "") and (record is None or record.plan_comment_id != comment.id):
+            return None  # a new plan comment, its state not written into it yet
+        believed: tuple[PlanState, dict[int, str]] | str | None
         believed = await self.believe(port, repo, issue, comment, bot_login=bot, cached=record)
+        if not isinstance(believed, str) and record is not None and record.version > believed[0].version:
+            believed = self._newest(record, comment, believed)
+        if believed is None:
+            return None
         if isinstance(believed, str):
             await self._report_altered(port, repo, issue, comment, believed, bot_login=bot)
             return None
@@ -158,6 +127,32 @@ class PlanStore:
             log.info("cached plan state of %s#%s from comment %s", repo, issue, comment.id)
             await self.cache(loaded)
         return loaded
+
+    def _newest(
+        self, record: PlanRecord, comment: Comment, believed: tuple[PlanState, dict[int, str]]
+    ) -> tuple[PlanState, dict[int, str]] | str | None:
+        """The comment holds an older version than the bot last wrote (the database's row).
+
+        The same comment: a write in flight, or an older signed state pasted back (from the
+        comment's edit history, say after a cancel): the bot's own newer state is the plan.
+        Another comment: an older plan comment (the newer one deleted or hidden) is refused;
+        none yet recorded (a new plan comment being written) is no plan for now.
+        """
+        older = believed[0].version
+        if record.plan_comment_id == comment.id:
+            log.warning(
+                "plan comment %s of %s#%s holds version %s, older than version %s the bot wrote: "
+                "the bot's own is the plan",
+                comment.id,
+                record.repo,
+                record.issue_number,
+                older,
+                record.version,
+            )
+            return PlanState.model_validate(record.state), believed[1]
+        if record.plan_comment_id is None:
+            return None
+        return f"its state is version {older}, older than version {record.version} the bot wrote last"
 
     async def find_on_github(
         self, port: GitHubPort, repo: str, issue: int, *, bot_login: str | None
@@ -198,7 +193,7 @@ class PlanStore:
         parts: dict[int, str] = {}
         block = find_block(comment.body)
         if block is not None:
-            payload, signature, version = block.payload, block.signature, block.version
+            payload, signature, version, bound = block.payload, block.signature, block.version, block.comment
         else:
             reference = parse_reference(comment.body)
             if reference is None:
@@ -215,36 +210,24 @@ class PlanStore:
             joined = join_parts(chunks, digest)
             if joined is None:
                 return "a continuation comment of its state was changed or is missing"
-            payload, signature, version = joined, ref.signature, ref.version
+            payload, signature, version, bound = joined, ref.signature, ref.version, ref.comment
         state = decode_payload(payload)
         if state is None:
             return "its state block is unreadable"
-        distrust = await self._distrust(port, comment, payload, signature, version, state, cached, bot_login)
+        distrust = await origin_problem(
+            port,
+            comment,
+            payload=payload,
+            signature=signature,
+            version=version,
+            bound_to=bound,
+            state=state,
+            cached=cached,
+            bot_login=bot_login,
+            key=self.key,
+            anchored=self.db is not None,
+        )
         return distrust or integrity_problem(state, repo=repo, issue=issue) or (state, parts)
-
-    async def _distrust(
-        self,
-        port: GitHubPort,
-        comment: Comment,
-        payload: str,
-        signature: str | None,
-        version: int,
-        state: PlanState,
-        cached: PlanRecord | None,
-        bot_login: str,
-    ) -> str | None:
-        """Why the block's origin cannot be vouched for (None when it can)."""
-        if version >= 2 and signature_valid(payload, signature, self.key):
-            return None
-        if version == 1 and cached is not None and _same_state(cached.state, state):
-            return None  # an unsigned block from before signatures, identical to our own copy
-        if self.key is not None:
-            return "its signature does not match" if version >= 2 else "it is an unsigned old-format block"
-        editors = await port.comment_editors(comment)
-        if editors is None:
-            return "it is unsigned and its edit history could not be read"
-        others = sorted({e or "an unknown user" for e in editors if not same_login(e, bot_login)})
-        return f"it was edited by {', '.join(others)}" if others else None
 
     async def _report_altered(
         self, port: GitHubPort, repo: str, issue: int, comment: Comment, reason: str, *, bot_login: str
@@ -260,7 +243,7 @@ class PlanStore:
                 )
         marker = altered_marker(comment.id)
         for existing in await port.list_issue_comments(repo, issue):
-            if marker in (existing.body or "") and same_login(existing.user_login, bot_login):
+            if (existing.body or "").rstrip().endswith(marker) and same_login(existing.user_login, bot_login):
                 return
         await port.create_issue_comment(
             repo, issue, body=messages.plan_altered(comment.html_url, reason) + "\n" + marker
@@ -391,13 +374,6 @@ class PlanStore:
                 select(PlanRecord).where(PlanRecord.status.in_([s.value for s in statuses]))
             )
             return list(rows.scalars())
-
-
-def _same_state(cached: dict[str, Any], state: PlanState) -> bool:
-    try:
-        return PlanState.model_validate(cached) == state
-    except ValueError:
-        return False
 
 
 def _stale_message(state: PlanState, current: int) -> str:

@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     """Comma-separated variables of this environment handed to external CLI agents (visible to them)."""
     setup_env: str = Field(default="", validation_alias="PLAN_CASCADE_SETUP_ENV")
     """Comma-separated variables of this environment handed to setup commands (e.g. PIP_INDEX_URL)."""
+    setup_egress: str | None = Field(default=None, validation_alias="PLAN_CASCADE_SETUP_EGRESS")
+    """Comma-separated hosts (`host`, `host:port`, `*.domain`, `IP:port`) setup may reach; `none`: none."""
     agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
     """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
@@ -104,6 +106,12 @@ class Settings(BaseSettings):
     def _check_key_source(self) -> Settings:
         if self.private_key is not None and self.private_key_path is not None:
             raise ValueError("set PLAN_CASCADE_PRIVATE_KEY or PLAN_CASCADE_PRIVATE_KEY_PATH, not both")
+        from bot.workspace.egress import parse_egress
+
+        try:
+            parse_egress(self.setup_egress_hosts() or ())
+        except ValueError as exc:
+            raise ValueError(f"PLAN_CASCADE_SETUP_EGRESS: {exc}") from None
         return self
 
     # -- derived values -------------------------------------------------------------
@@ -188,7 +196,15 @@ class Settings(BaseSettings):
             agent_network=self.agent_network,
             agent_env={name: env[name] for name in names if name in env},
             setup_env={name: env[name] for name in setup_names if name in env},
+            setup_egress=self.setup_egress_hosts(),
         )
+
+    def setup_egress_hosts(self) -> tuple[str, ...] | None:
+        """The hosts of `PLAN_CASCADE_SETUP_EGRESS` (None: the default registries; `none`: nothing)."""
+        text = (self.setup_egress or "").strip()
+        if not text:
+            return None
+        return () if text.lower() == "none" else tuple(text.replace(",", " ").split())
 
     def state_signing_key(self) -> bytes | None:
         """The key plan comments' state blocks are signed with (None: nothing to sign with).

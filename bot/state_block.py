@@ -1,11 +1,14 @@
 """The plan's hidden state block in its comment: encoding, signature, continuation parts. Pure.
 
 Anyone with write access can edit anyone's comment, the bot's plan comment included, so
-the block is tamper-evident: `v2` blocks carry an HMAC-SHA256 of their payload under a key
-only the server holds (`sig=<hex>`), or `sig=-` when there is no key (the Action without a
-`PLAN_CASCADE_STATE_KEY` secret: trust then rests on the comment's edit history, checked by
-the caller). `v1` blocks predate signatures. `check_block` says whether a block may be
-believed; recomputing the PRD's hash is part of that check.
+the block is tamper-evident: `v3` blocks carry an HMAC-SHA256 under a key only the server
+holds (`sig=<hex>`) of their payload AND the id of the comment they were written into
+(`c=<id>`), so a signed state copied into another comment does not verify; the payload holds
+the state's `version`, which only grows, so the caller can refuse an older signed state pasted
+back (see `bot.plans`). `sig=-` when there is no key (the Action without a state key: trust
+then rests on the comment's edit history, checked by the caller). `v2` blocks are signed but
+not bound to a comment (written before v3; re-signed as v3 by the next write), `v1` blocks
+predate signatures.
 """
 
 from __future__ import annotations
@@ -26,9 +29,14 @@ from bot.state import PlanState
 
 STATE_MARKER = "plan-cascade:state"
 PLAN_MARKER = "<!-- plan-cascade:plan -->"
+PENDING_BLOCK = "<!-- plan-cascade:state-pending -->"
+"""What a new plan comment holds until its state, signed for its id, is written into it."""
 UNSIGNED = "-"
+BOUND = 3
+"""The block format whose signature covers the comment id as well as the payload."""
 _BLOCK = re.compile(
-    r"<!--\s*plan-cascade:state v(\d+)\s+(?:sig=([0-9a-f]{64}|-)\s+)?([A-Za-z0-9+/=\s]+?)\s*-->"
+    r"<!--\s*plan-cascade:state v(\d+)\s+(?:c=(\d+)\s+)?(?:sig=([0-9a-f]{64}|-)\s+)?"
+    r"([A-Za-z0-9+/=\s]+?)\s*-->"
 )
 # A plan comment may hold 65,536 characters. A large plan's state moves into hidden part
 # comments written by the bot; the plan comment then carries a reference naming the part
@@ -36,7 +44,7 @@ _BLOCK = re.compile(
 INLINE_STATE_LIMIT = 40_000
 PART_SIZE = 60_000
 _REF = re.compile(
-    r"<!--\s*plan-cascade:state-ref v(\d+) parts=([0-9,]+) sha256=([0-9a-f]{64})"
+    r"<!--\s*plan-cascade:state-ref v(\d+)(?: c=(\d+))? parts=([0-9,]+) sha256=([0-9a-f]{64})"
     r"(?: sig=([0-9a-f]{64}|-))?\s*-->"
 )
 _PART = re.compile(
@@ -51,8 +59,10 @@ class Block:
 
     version: int
     signature: str | None
-    """The hex HMAC, `-` for an unsigned v2 block, None for a v1 block."""
+    """The hex HMAC, `-` for an unsigned block, None for a v1 block."""
     payload: str
+    comment: int | None = None
+    """The comment id a v3 block's signature covers (None before v3)."""
 
 
 # -- payload and signature ---------------------------------------------------------------
@@ -62,24 +72,33 @@ def state_payload(state: PlanState) -> str:
     return base64.b64encode(zlib.compress(raw.encode(), 9)).decode()
 
 
-def sign(payload: str, key: bytes | None) -> str:
-    """HMAC-SHA256 of the payload under `key`; `-` without a key."""
+def sign(payload: str, key: bytes | None, *, comment: int | None = None) -> str:
+    """HMAC-SHA256 under `key` of the payload (and, for a v3 block, the comment id); `-` without a key."""
     if not key:
         return UNSIGNED
-    return hmac.new(key, "".join(payload.split()).encode(), hashlib.sha256).hexdigest()
+    message = "".join(payload.split())
+    if comment is not None:
+        message = f"{STATE_MARKER} v{BOUND} comment={comment}\n{message}"
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
 
 
-def signature_valid(payload: str, signature: str | None, key: bytes | None) -> bool:
-    """Whether `signature` is the payload's HMAC under `key` (constant time)."""
+def signature_valid(
+    payload: str, signature: str | None, key: bytes | None, *, comment: int | None = None
+) -> bool:
+    """Whether `signature` is the HMAC of the payload (bound to `comment`) under `key` (constant time)."""
     if not key or not signature or signature == UNSIGNED:
         return False
-    return hmac.compare_digest(sign(payload, key), signature)
+    return hmac.compare_digest(sign(payload, key, comment=comment), signature)
 
 
-def encode_state(state: PlanState, *, key: bytes | None) -> str:
-    """The state as one signed hidden HTML comment."""
+def _binding(comment: int | None) -> str:
+    return f"v{BOUND} c={comment}" if comment is not None else "v2"
+
+
+def encode_state(state: PlanState, *, key: bytes | None, comment: int | None = None) -> str:
+    """The state as one signed hidden HTML comment, bound to `comment` when it is given."""
     payload = state_payload(state)
-    return f"<!-- {STATE_MARKER} v2 sig={sign(payload, key)} {payload} -->"
+    return f"<!-- {STATE_MARKER} {_binding(comment)} sig={sign(payload, key, comment=comment)} {payload} -->"
 
 
 def decode_payload(payload: str) -> PlanState | None:
@@ -94,13 +113,14 @@ def decode_payload(payload: str) -> PlanState | None:
 def find_block(body: str | None) -> Block | None:
     """The inline state block of a comment body, or None."""
     match = _BLOCK.search(body or "")
-    if not match or match.group(1) not in ("1", "2"):
+    if not match or match.group(1) not in ("1", "2", str(BOUND)):
         return None
     version = int(match.group(1))
-    signature = match.group(2) if version == 2 else None
-    if version == 2 and signature is None:
+    signature = match.group(3) if version >= 2 else None
+    comment = int(match.group(2)) if version == BOUND and match.group(2) else None
+    if (version >= 2 and signature is None) or (version == BOUND and comment is None):
         return None
-    return Block(version, signature, match.group(3))
+    return Block(version, signature, match.group(4), comment)
 
 
 def decode_state(body: str | None) -> PlanState | None:
@@ -124,12 +144,14 @@ def payload_digest(payload: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def state_reference(part_ids: list[int], payload: str, *, key: bytes | None) -> str:
+def state_reference(
+    part_ids: list[int], payload: str, *, key: bytes | None, comment: int | None = None
+) -> str:
     """The hidden block that points at continuation comments (signed like an inline block)."""
     parts = ",".join(map(str, part_ids))
     return (
-        f"<!-- plan-cascade:state-ref v2 parts={parts} sha256={payload_digest(payload)} "
-        f"sig={sign(payload, key)} -->"
+        f"<!-- plan-cascade:state-ref {_binding(comment)} parts={parts} "
+        f"sha256={payload_digest(payload)} sig={sign(payload, key, comment=comment)} -->"
     )
 
 
@@ -139,11 +161,12 @@ def parse_reference(body: str | None) -> tuple[list[int], str, Block] | None:
     if not match:
         return None
     version = int(match.group(1))
-    signature = match.group(4) if version >= 2 else None
-    if version >= 2 and signature is None:
+    signature = match.group(5) if version >= 2 else None
+    comment = int(match.group(2)) if version == BOUND and match.group(2) else None
+    if (version >= 2 and signature is None) or (version == BOUND and comment is None):
         return None
-    ids = [int(i) for i in match.group(2).split(",") if i]
-    return ids, match.group(3), Block(version, signature, "")
+    ids = [int(i) for i in match.group(3).split(",") if i]
+    return ids, match.group(4), Block(version, signature, "", comment)
 
 
 def split_payload(payload: str, size: int = PART_SIZE) -> list[str]:

@@ -95,7 +95,8 @@ def rewrite_state_block(body: str, change: Any) -> str:
 
     from bot.state import PlanState
 
-    match = re.search(r"(<!--\s*plan-cascade:state v\d+\s+(?:sig=\S+\s+)?)([A-Za-z0-9+/=\s]+?)(\s*-->)", body)
+    block = r"(<!--\s*plan-cascade:state v\d+\s+(?:c=\d+\s+)?(?:sig=\S+\s+)?)([A-Za-z0-9+/=\s]+?)(\s*-->)"
+    match = re.search(block, body)
     assert match is not None, "no state block to tamper with"
     raw = zlib.decompress(base64.b64decode("".join(match.group(2).split())))
     state = change(PlanState.model_validate_json(raw))

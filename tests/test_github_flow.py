@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.state_block import decode_state, find_block
 from tests.harness import REPO, Harness, commented, labeled
 
 PRD = """Please add rate limiting.
@@ -62,10 +62,13 @@ async def test_label_with_prd_block_posts_one_plan_comment(h: Harness) -> None:
     assert [s.id for s in state.prd.stories] == ["STORY-001", "STORY-002", "STORY-003"]
     assert state.batches_ids() == [["STORY-001", "STORY-002"], ["STORY-003"]]
     assert h.fake.requests_to("POST", r"/repos/octo-org/hello-world/issues/1/reactions")
-    # Written once, readable from the first moment: one create, no follow-up edit.
+    # The state is signed for the comment that holds it: one create (the plan, its state
+    # pending), then one edit that writes the state bound to the new comment's id.
     (create,) = h.fake.requests_to("POST", r"/repos/octo-org/hello-world/issues/1/comments")
-    assert decode_state(create.json["body"]) == state
-    assert not h.fake.requests_to("PATCH", r"/repos/octo-org/hello-world/issues/comments/\d+")
+    assert decode_state(create.json["body"]) is None and "plan-cascade:state-pending" in create.json["body"]
+    (edit,) = h.fake.requests_to("PATCH", r"/repos/octo-org/hello-world/issues/comments/\d+")
+    assert decode_state(edit.json["body"]) == state
+    assert find_block(edit.json["body"]).comment == h.plan_comments(1)[0].id
     # A redelivery (same id) changes nothing; a second label event edits the same comment.
     assert await h.deliver("issues", labeled(number=1, sender="maint"), delivery="d1") == 200
     await h.drain()

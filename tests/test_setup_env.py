@@ -48,6 +48,11 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackageIndex]:
         yield served
 
 
+def egress(index: PackageIndex) -> str:
+    """The setup egress list naming our loopback index (its exact address and port)."""
+    return index.url.split("/")[2]
+
+
 # -- detection (pure) --------------------------------------------------------------------------
 def detect(files: dict[str, str], *, uv: bool = True) -> list[str]:
     return detect_setup(list(files), files.get, uv=uv).commands
@@ -161,7 +166,12 @@ async def test_detected_setup_makes_the_detected_test_gate_pass_and_the_cache_se
 ) -> None:
     monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
     before = downloads_of(index, "tinydep")
-    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX") as h:
+    async with Harness(
+        tmp_path,
+        execute=True,
+        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
+        PLAN_CASCADE_SETUP_EGRESS=egress(index),
+    ) as h:
         # Both stories of batch 1 at once.
         await plan_and_run(h, tmp_path, REPO_FILES, extra="execution:\n  max_parallel: 2\n")
         plan = h.plan_comments(1)[0].body
@@ -204,7 +214,12 @@ async def test_without_setup_no_python_gate_is_detected_and_a_configured_one_is_
     tool); a test gate configured anyway cannot pass there, on the base either: it is neutral
     (not `gates.strict`), the story is not blamed for it."""
     monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX") as h:
+    async with Harness(
+        tmp_path,
+        execute=True,
+        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
+        PLAN_CASCADE_SETUP_EGRESS=egress(index),
+    ) as h:
         await plan_and_run(h, tmp_path, REPO_FILES, extra="setup: []\ngates:\n  max_retries: 0\n")
         state = decode_state(h.plan_comments(1)[0].body)
         assert state is not None and state.setup == [] and state.setup_source == "none"
@@ -234,7 +249,7 @@ async def test_setup_reaches_the_network_and_no_secret_gates_do_not(
         f"      command: {json.dumps(fetch + ' && echo REACHED')}\n"
     )
     monkeypatch.setenv("PLAN_CASCADE_NOT_FOR_SETUP", "leak-me")
-    async with Harness(tmp_path, execute=True) as h:
+    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SETUP_EGRESS=egress(index)) as h:
         await plan_and_run(h, tmp_path, {"README.md": "# demo\n"}, extra=extra)
         state = decode_state(h.plan_comments(1)[0].body)
         assert state is not None

@@ -62,6 +62,7 @@ async def run_one_story(services: Services, inputs: ActionInputs) -> StoryOutcom
     """Run the story of `inputs.story` and report it (a refused story is reported failed)."""
     from bot.action.services import require_config
     from bot.handlers.execution import build_run
+    from bot.orchestration.run import RunSuperseded
     from bot.orchestration.story import run_story
     from bot.publishing.github import GitHubReporter
 
@@ -91,8 +92,11 @@ async def run_one_story(services: Services, inputs: ActionInputs) -> StoryOutcom
     base = batch_base(run, story.batch)
     await _local_base(run, base)
     if refused is None:
-        await run_story(run, story.story_id, base)
-        record = run.state.stories[story.story_id]
+        try:
+            await run_story(run, story.story_id, base)
+            record = run.state.stories[story.story_id]
+        except RunSuperseded as exc:  # cancelled or revised since the dispatch: no agent ran
+            record = fresh.model_copy(update={"status": StoryStatus.FAILED, "reason": f"not run: {exc.why}"})
     else:
         record = fresh.model_copy(update={"status": StoryStatus.FAILED, "reason": refused.message})
     head = record.commit or await _marker_commit(run, story.story_id, base, record)

@@ -282,6 +282,7 @@ async def _on_failure(
         announce=False,
         files=files,
         ci_output=output,
+        ci_loop=True,
     )
     fresh = await session.load_plan() or loaded
     action = f"sent {names} ({', '.join(concerned)}) to the agent: {said}"
@@ -366,7 +367,7 @@ async def _say(session: Session, loaded: LoadedPlan, batch: int, checks: list[CI
     comment_id = record.ci_comment
     if comment_id is None:
         for c in await session.port.list_issue_comments(session.repo, record.pr_number or 0):
-            if marker in c.body and same_login(c.user_login, session.bot_login):
+            if c.body.rstrip().endswith(marker) and same_login(c.user_login, session.bot_login):
                 comment_id = c.id
     if comment_id is not None:
         await session.port.update_issue_comment(session.repo, comment_id, body=body)

@@ -55,7 +55,9 @@ async def resume_with_answers(
     """Plan with `body` as the answers, when the issue (which has no plan) waits for answers and
     `login` may give them."""
     asked = [
-        c for c in comments if QUESTIONS_MARKER in c.body and same_login(c.user_login, session.bot_login)
+        c
+        for c in comments
+        if c.body.rstrip().endswith(QUESTIONS_MARKER) and same_login(c.user_login, session.bot_login)
     ]
     if not asked:
         return False

@@ -18,7 +18,7 @@ import re
 from bot.errors import GitHubError
 from bot.handlers.session import Session, open_session
 from bot.planning.epic import Epic
-from bot.rendering.env import md_inline
+from bot.rendering.env import md_block, md_inline
 from bot.state import PlanState, PlanStatus
 
 log = logging.getLogger(__name__)
@@ -33,11 +33,25 @@ def child_marker(parent: int, needs: list[int]) -> str:
 
 
 def parse_child_marker(body: str | None) -> tuple[int, list[int]] | None:
-    """(parent, needed child issues) of a child issue body."""
-    match = _MARKER.search(body or "")
-    if not match:
+    """(parent, needed child issues) of a child issue body: the LAST marker, the one the bot
+    writes at the end, after the feature's description (a model's text, which is neutralised
+    too, so no marker of its own survives in it)."""
+    found = _MARKER.findall(body or "")
+    if not found:
         return None
-    return int(match.group(1)), [int(n) for n in match.group(2).split(",") if n]
+    parent, needs = found[-1]
+    return int(parent), [int(n) for n in needs.split(",") if n]
+
+
+def child_body(*, description: str, parent: int, parent_title: str, needs: list[int]) -> str:
+    """A child issue's body: the feature's description (a model wrote it: defused Markdown),
+    where it belongs, what it waits for, and the bot's marker last."""
+    waits = ", ".join(f"#{n}" for n in needs)
+    return (
+        f"{md_block(description)}\n\nPart of #{parent} ({md_inline(parent_title)}).\n"
+        + (f"Runs after {waits} is merged.\n" if needs else "")
+        + child_marker(parent, needs)
+    )
 
 
 def feature_order(epic: Epic) -> list[str]:
@@ -61,11 +75,8 @@ async def create_children(session: Session, epic: Epic, *, title: str) -> list[t
     for fid in feature_order(epic):
         feature = by_id[fid]
         needs = [numbers[d] for d in feature.depends_on if d in numbers]
-        waits = ", ".join(f"#{n}" for n in needs)
-        body = (
-            f"{feature.description}\n\nPart of #{session.issue} ({title}).\n"
-            + (f"Runs after {waits} is merged.\n" if needs else "")
-            + child_marker(session.issue, needs)
+        body = child_body(
+            description=feature.description, parent=session.issue, parent_title=title, needs=needs
         )
         issue = await session.port.create_issue(
             session.repo, title=f"{feature.title}", body=body, labels=[session.config.trigger_label]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from bot.db.queue import ClaimedJob
 from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.session import Session, session_for_job
 from bot.orchestration.engine import announce_outcome, execute
-from bot.orchestration.run import Run
+from bot.orchestration.run import CONTINUABLE, Run
 from bot.services import Services
 from bot.state import PlanState, PlanStatus, StoryStatus, transition
 from bot.worker import JobKinds
@@ -38,6 +39,38 @@ class Running:
 
 def _registry(services: Services) -> dict[str, Running]:
     return services.extras.setdefault("running", {})  # type: ignore[no-any-return]
+
+
+def still_wanted(
+    session: Session, plan_hash: str, *, fix_batch: int | None = None, ci: bool = False
+) -> Callable[[], Awaitable[str | None]]:
+    """The check before each agent run: the plan read afresh (never an older state pasted back,
+    see `bot.plan_trust`) must still be this revision and runnable (a story run) or not
+    cancelled (a fix on batch `fix_batch`'s PR); for the CI loop's fix (`ci`), the loop on that
+    batch must not have been stopped meanwhile (a cancel, a push by someone else, a review)."""
+
+    async def why_not() -> str | None:
+        fresh = await session.store.load(
+            session.port, session.repo, session.issue, bot_login=session.bot_login
+        )
+        if fresh is None:
+            return "the plan can no longer be read"
+        state = fresh.state
+        if state.plan_hash != plan_hash:
+            return f"the plan was revised to revision {state.revision}"
+        if fix_batch is None:
+            runnable = state.status in CONTINUABLE
+            return None if runnable else f"the plan is {state.status.value.replace('_', ' ')}"
+        if state.status == PlanStatus.CANCELLED:
+            return "the plan was cancelled"
+        record = state.batches[fix_batch - 1] if fix_batch <= len(state.batches) else None
+        if record is None or record.hands_off:
+            return "the batch is not the bot's to change any more"
+        if ci and record.ci_stopped:
+            return f"the CI loop was stopped ({record.ci_stopped})"
+        return None
+
+    return why_not
 
 
 async def build_run(session: Session, state: PlanState, comment_id: int, comment_url: str | None) -> Run:
@@ -81,8 +114,12 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         work_root=data / "worktrees" / slug / str(session.issue),
         transcripts=data / "transcripts" / slug / str(session.issue),
         agents=AgentRegistry(llm_factory if llm_for is not None else None, config.agent.commands),
-        reporter=GitHubReporter(session.port, session.repo, session.issue, save_comment=save_comment),
-        publisher=GitHubPublisher(session.port, session.repo, plan_url=comment_url or ""),
+        reporter=GitHubReporter(
+            session.port, session.repo, session.issue, save_comment=save_comment, bot_login=session.bot_login
+        ),
+        publisher=GitHubPublisher(
+            session.port, session.repo, plan_url=comment_url or "", bot_login=session.bot_login
+        ),
         push=True,
         tool_path=services.settings.tool_path,
         clock=services.clock,
@@ -91,6 +128,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         review_llm=reflection_llm,
         story_runner=story_runner,
         sandbox=services.sandbox_policy(),
+        still_wanted=still_wanted(session, state.plan_hash),
     )
 
 

@@ -11,12 +11,22 @@ import logging
 from collections.abc import Callable
 
 from bot.errors import StalePlan
+from bot.github.port import GitHubPort
 from bot.handlers.session import DEFAULT_TRIGGER_LABEL, Session
-from bot.plans import LoadedPlan, PlanStore, write_state
+from bot.plans import LoadedPlan, PlanStore
 from bot.rendering.plan_comment import render_plan_comment
 from bot.repoconfig import RepoConfig
 from bot.state import PlanState
-from bot.state_block import INLINE_STATE_LIMIT, state_payload
+from bot.state_block import (
+    INLINE_STATE_LIMIT,
+    PART_SIZE,
+    PENDING_BLOCK,
+    encode_state,
+    part_body,
+    split_payload,
+    state_payload,
+    state_reference,
+)
 
 log = logging.getLogger(__name__)
 UPDATE_ATTEMPTS = 5
@@ -24,6 +34,7 @@ UPDATE_ATTEMPTS = 5
 
 Change = Callable[[PlanState], PlanState | None]
 """A change to a plan: the new state, None for "nothing to do"; may raise StateError to refuse."""
+RETIRED_PART = "_Plan Cascade plan data: no longer used._"
 
 
 def render(session: Session, state: PlanState, *, state_block: str | None = None) -> str:
@@ -98,22 +109,45 @@ async def save_plan(session: Session, state: PlanState, *, comment_id: int | Non
 async def _write_comment(
     session: Session, state: PlanState, *, comment_id: int | None, parts: dict[int, str]
 ) -> tuple[int, dict[int, str]]:
-    key = session.store.key
-    if comment_id is None and len(state_payload(state)) <= INLINE_STATE_LIMIT:
-        # A new plan that fits one comment is written once, state and all.
-        block, parts = await write_state(session.port, state, existing={}, key=key)
-        body = render(session, state, state_block=block)
-        created = await session.port.create_issue_comment(session.repo, session.issue, body=body)
-        return created.id, parts
     if comment_id is None:
-        # Parts need the plan comment to exist first (it stays first in the timeline).
-        pending = render(session, state, state_block="<!-- plan-cascade:state-pending -->")
+        # The state is signed for the comment that holds it, so the comment must exist first
+        # (it also stays first in the timeline, before any continuation comments).
+        pending = render(session, state, state_block=PENDING_BLOCK)
         comment_id = (await session.port.create_issue_comment(session.repo, session.issue, body=pending)).id
-    block, parts = await write_state(session.port, state, existing=parts, key=key)
+    block, parts = await write_state(
+        session.port, state, existing=parts, key=session.store.key, comment=comment_id
+    )
     await session.port.update_issue_comment(
         session.repo, comment_id, body=render(session, state, state_block=block)
     )
     return comment_id, parts
+
+
+async def write_state(
+    port: GitHubPort, state: PlanState, *, existing: dict[int, str], key: bytes | None, comment: int
+) -> tuple[str, dict[int, str]]:
+    """The hidden block for plan comment `comment`, signed for it; writes continuation comments."""
+    payload = state_payload(state)
+    old_ids = list(existing)
+    if len(payload) <= INLINE_STATE_LIMIT:
+        block, parts = encode_state(state, key=key, comment=comment), dict[int, str]()
+    else:
+        chunks = split_payload(payload, PART_SIZE)
+        parts = {}
+        for index, chunk in enumerate(chunks, start=1):
+            body = part_body(index=index, total=len(chunks), repo=state.repo, issue=state.issue, chunk=chunk)
+            if index <= len(old_ids):
+                part_id = old_ids[index - 1]
+                if existing[part_id] != body:
+                    await port.update_issue_comment(state.repo, part_id, body=body)
+            else:
+                part_id = (await port.create_issue_comment(state.repo, state.issue, body=body)).id
+            parts[part_id] = body
+        block = state_reference(list(parts), payload, key=key, comment=comment)
+    for part_id in old_ids:
+        if part_id not in parts and existing[part_id] != RETIRED_PART:
+            await port.update_issue_comment(state.repo, part_id, body=RETIRED_PART)
+    return block, parts
 
 
 async def _converge(session: Session, store: PlanStore, loaded: LoadedPlan) -> None:

@@ -76,6 +76,9 @@ class Run:
     """Called at each step boundary (`reached`); tests use it to stop a run as a crash would."""
     superseded: str | None = None
     """Why the run stopped because someone else changed the plan (then it writes nothing more)."""
+    still_wanted: Callable[[], Awaitable[str | None]] | None = None
+    """Asked right before every agent run: why the run must stop now (the plan cancelled or
+    revised, the CI loop stopped), read afresh from the plan; None to go on."""
     protected: dict[Path, list[Path]] = field(default_factory=dict)
     """Worktree path → its paths bound read-only (listed once per worktree; see setup.protected)."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -126,6 +129,13 @@ class Run:
             self.state = fresh
             raise RunSuperseded(fresh, why) from None
         return fresh.model_copy(update={"updated_at": self.clock()})
+
+    async def check_still_wanted(self) -> None:
+        """RunSuperseded (nothing more is written) when the plan no longer wants this agent run."""
+        why = await self.still_wanted() if self.still_wanted is not None else None
+        if why is not None:
+            self.superseded = why
+            raise RunSuperseded(self.state, why)
 
     async def flush(self) -> None:
         """Write progress the reporter deferred (nothing once superseded)."""

@@ -1,17 +1,20 @@
 """A worktree's environment: the plan's setup commands, and what agents and gates then run with.
 
 Setup runs once per worktree (each story's, each batch's integration worktree, a gate re-run's),
-in the sandbox like a gate but **with network**. Its package caches (uv, pip, npm, yarn, Go
-modules, Cargo) live under `<data dir>/cache/<repository>`: one repository's cache never serves
-another's. Agents and gates then run without network, with the environment's tools
-(`.venv/bin`, `node_modules/.bin`) first on PATH and the caches read-only. Setup is reported as
-the check run `plan-cascade / <scope> / setup`; a failed setup fails the story with "setup
-failed" and is not retried: the agent cannot fix the machine.
+in the sandbox like a gate but **with network through the bot's egress proxy**: its own network
+namespace, out only to the registries the operator allows (`bot.workspace.egress`), never to the
+server's loopback services, the private network or the cloud's metadata. Its package caches
+(uv, pip, npm, yarn, Go modules, Cargo) live under `<data dir>/cache/<repository>`: one
+repository's cache never serves another's. Agents and gates then run without network, with the
+environment's tools (`.venv/bin`, `node_modules/.bin`) first on PATH and the caches read-only.
+Setup is reported as the check run `plan-cascade / <scope> / setup`; a failed setup fails the
+story with "setup failed" and is not retried: the agent cannot fix the machine.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from bot.envsetup import setup_env, with_env_path
@@ -19,6 +22,7 @@ from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.gates.run import run_gate
 from bot.orchestration.run import Run
+from bot.workspace.egress import egress_route
 from bot.workspace.jail import Confinement
 from bot.workspace.mirror import mirror_slug
 from bot.workspace.policy import protected_paths
@@ -91,8 +95,9 @@ async def gate_confinement(run: Run, wt: Worktree, home: Path) -> Confinement:
 async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
     """Run the plan's setup commands in `wt`; their result (None when the plan has none).
 
-    With network and the caches writable; without any secret of ours: the environment is the
-    scrubbed one plus the caches' variables and the operator's `PLAN_CASCADE_SETUP_ENV`.
+    With network (confined: only through the egress proxy to `PLAN_CASCADE_SETUP_EGRESS`) and the
+    caches writable; without any secret of ours: the environment is the scrubbed one plus the
+    caches' variables and the operator's `PLAN_CASCADE_SETUP_ENV`.
     """
     if not run.state.setup:
         return None
@@ -107,23 +112,20 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         worktree=wt.path,
         home=home,
         repo_setting=run.config.agent.sandbox,
-        network=True,
         readonly=await protected(run, wt),
         writable=[caches],
         git=sandbox_view(wt),  # a version taken from git tags (setuptools-scm, hatch-vcs) needs it
     )
 
     async def setup() -> GateResult:
-        result, _ = await run_gate(
-            setup_spec(run),
-            cwd=wt.path,
-            env=env,
-            default_timeout=run.config.setup_timeout_seconds,
-            attempt=1,
-            confinement=confinement,
-            output_limit=SETUP_OUTPUT_CHARS,
-        )
-        return result
+        spec = setup_spec(run)
+        if not confinement.confined:  # PLAN_CASCADE_SANDBOX=off: the host's network, like the bot
+            return await _run_setup(run, spec, wt, env, confinement)
+        async with egress_route(run.sandbox.setup_egress) as route:
+            routed = spec.model_copy(update={"command": route.prelude + spec.command})
+            jail = replace(confinement, readonly=(*confinement.readonly, route.folder))
+            result = await _run_setup(run, routed, wt, {**env, **route.env}, jail)
+        return result.model_copy(update={"command": spec.command})
 
     if caches in _warm:
         return await setup()
@@ -132,6 +134,21 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         if result.passed:
             _warm.add(caches)
         return result
+
+
+async def _run_setup(
+    run: Run, spec: GateSpec, wt: Worktree, env: dict[str, str], confinement: Confinement
+) -> GateResult:
+    result, _ = await run_gate(
+        spec,
+        cwd=wt.path,
+        env=env,
+        default_timeout=run.config.setup_timeout_seconds,
+        attempt=1,
+        confinement=confinement,
+        output_limit=SETUP_OUTPUT_CHARS,
+    )
+    return result
 
 
 async def report_setup(run: Run, result: GateResult, *, scope: str, head: str) -> None:

@@ -283,6 +283,7 @@ def _failed_gates(run: Run, story: Story) -> str:
 async def _run_agent(
     run: Run, story: Story, wt: Worktree, home: Path, *, phase: Phase, feedback: str | None, attempt: int
 ) -> AgentResult:
+    await run.check_still_wanted()  # a cancel (or a stopped CI loop) since the run began: no agent
     chain_phase = "review" if phase == "ci" else phase  # a CI fix runs the review phase's agents
     chain = run.config.agent_chain(chain_phase, story_type=story.type.value, story_override=story.agent)
     agent, notes = run.agents.select(chain)

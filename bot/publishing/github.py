@@ -20,12 +20,23 @@ from bot.gates.report import (
 from bot.github.port import GitHubPort
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch
+from bot.plan_trust import same_login
 from bot.publishing.acceptance import BatchReview, merge_and_review
 from bot.publishing.verdicts import REVIEW_MARKER, diff_lines, draft_reason, line_comments, review_body
 from bot.rendering.pr_body import pr_body, pr_title
 from bot.state import BatchState, PlanState, batch_record, with_batch
 
 log = logging.getLogger(__name__)
+
+
+def written_by_bot(body: str | None, author: str | None, marker: str, bot_login: str | None) -> bool:
+    """Whether a body is the bot's own carrying `marker`: its author is the bot (when the bot's
+    login is known) and the marker is its last line, where the bot writes it; a marker anywhere
+    else (a model's text quoted in it, someone else's comment or review) does not count."""
+    ours = bot_login is None or same_login(author, bot_login)
+    return ours and (body or "").rstrip().endswith(marker)
+
+
 SaveComment = Callable[[PlanState], Awaitable[PlanState]]
 
 
@@ -42,8 +53,10 @@ class GitHubReporter:
         interval: float = 5.0,
         details_url: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        bot_login: str | None = None,
     ) -> None:
         self.port = port
+        self.bot_login = bot_login
         self.repo = repo
         self.issue = issue
         self.save_comment = save_comment
@@ -116,7 +129,7 @@ class GitHubReporter:
         if key is not None:
             marker = f"<!-- plan-cascade:notice {key} -->"
             for comment in await self.port.list_issue_comments(self.repo, self.issue):
-                if marker in comment.body:
+                if written_by_bot(comment.body, comment.user_login, marker, self.bot_login):
                     log.info("message %s was already posted: not again", key)
                     return
             body = f"{body.rstrip()}\n{marker}\n"
@@ -126,10 +139,11 @@ class GitHubReporter:
 class GitHubPublisher:
     """One pull request per batch, stacked on the previous batch or on the default branch."""
 
-    def __init__(self, port: GitHubPort, repo: str, *, plan_url: str) -> None:
+    def __init__(self, port: GitHubPort, repo: str, *, plan_url: str, bot_login: str | None = None) -> None:
         self.port = port
         self.repo = repo
         self.plan_url = plan_url
+        self.bot_login = bot_login
 
     async def publish_batch(self, run: Run, batch: int, story_ids: list[str]) -> PlanState:
         """Merge, push (never over someone else's work), open or update the PR, roll-up check."""
@@ -233,7 +247,8 @@ class GitHubPublisher:
         """The acceptance review as a pull request review, once per batch head."""
         marker = REVIEW_MARKER.format(batch=batch, head=review.head)
         try:
-            if any(marker in r.body for r in await self.port.list_reviews(self.repo, number)):
+            reviews = await self.port.list_reviews(self.repo, number)
+            if any(written_by_bot(r.body, r.user_login, marker, self.bot_login) for r in reviews):
                 return
             if review.error:
                 body = (

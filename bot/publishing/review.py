@@ -13,6 +13,7 @@ from bot.agent.base import Phase
 from bot.errors import AgentError, GitHubError, WorkspaceError
 from bot.gates.detect import GateSpec
 from bot.handlers.session import Session
+from bot.orchestration.run import RunSuperseded
 from bot.orchestration.scheduler import batch_branch
 from bot.plan import Story
 from bot.rendering import messages
@@ -71,6 +72,7 @@ async def apply_review_fix(
     announce: bool = True,
     files: list[str] | None = None,
     ci_output: str | None = None,
+    ci_loop: bool = False,
 ) -> tuple[str | None, str]:
     """Run the review phase on the batch branch and push the result.
 
@@ -79,8 +81,10 @@ async def apply_review_fix(
     CI loop on the PR (the review loop takes over). With `ci_output` (the CI loop's fix) the
     `feedback` is the bot's own instructions and `ci_output` what CI printed, fenced as data:
     the agent gets the `ci` phase, never a reviewer's feedback to address point by point.
+    Right before the agent runs, the plan is read again: a cancel (or, for the CI loop's fix, a
+    stopped loop) since then runs nothing.
     """
-    from bot.handlers.execution import build_run
+    from bot.handlers.execution import build_run, still_wanted
     from bot.handlers.plan_io import update_plan
     from bot.orchestration.story import _attempts
 
@@ -115,7 +119,8 @@ async def apply_review_fix(
             "stories": {**loaded.state.stories, story.id: StoryState(status=StoryStatus.RUNNING)},
         }
     )
-    run = replace(base_run, state=scratch, reporter=_NoSave(base_run.reporter))
+    wanted = still_wanted(session, loaded.state.plan_hash, fix_batch=batch, ci=ci_loop)
+    run = replace(base_run, state=scratch, reporter=_NoSave(base_run.reporter), still_wanted=wanted)
     await run.mirror.fetch()  # clones a missing mirror
     remote = await run.mirror.remote_sha(branch)
     if remote is None or (record.head_sha and remote != record.head_sha):
@@ -148,6 +153,9 @@ async def apply_review_fix(
         if after != before and result.status == StoryStatus.PASSED:
             return after, f"pushed {after[:12]} ({', '.join(changed[:5]) or 'no file names'})"
         return None, f"nothing pushed: {result.reason or 'the gates did not pass'}"
+    except RunSuperseded as exc:
+        log.info("review fix on batch %s not run: %s", batch, exc.why)
+        return None, f"nothing run: {exc.why}"
     except (WorkspaceError, AgentError) as exc:
         if announce:
             await session.port.create_issue_comment(

@@ -182,8 +182,8 @@ def review_body(
     if sent_back:
         lines += [f"Sent back to the agent with the reviewer's reasoning first: {', '.join(sent_back)}.", ""]
     lines.append(f"Review cost ${cost_usd:.4f} ({tokens:,} tokens), counted in the plan's budget.")
-    lines.append(REVIEW_MARKER.format(batch=batch, head=head))
-    return "\n".join(lines)[:60_000]
+    marker = REVIEW_MARKER.format(batch=batch, head=head)
+    return "\n".join(lines)[: 60_000 - len(marker) - 1] + "\n" + marker
 
 
 def not_met(checks: Mapping[str, list[CriterionCheck]]) -> list[str]:

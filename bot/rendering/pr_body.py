@@ -19,8 +19,10 @@ def batch_marker(repo: str, issue: int, batch: int) -> str:
 
 
 def parse_batch_marker(body: str | None) -> tuple[str, int, int] | None:
-    """(repo, issue, batch) of a batch PR body, or None."""
-    match = _MARKER.search(body or "")
+    """(repo, issue, batch) of a batch PR body, or None: only the marker the bot writes as the
+    body's first line counts (the rest holds a model's text, defused, but never read for markers)."""
+    first = (body or "").lstrip().split("\n", 1)[0].strip()
+    match = _MARKER.fullmatch(first)
     return (match.group(1), int(match.group(2)), int(match.group(3))) if match else None
 
 

@@ -179,6 +179,9 @@ class Sandbox:
     """Variables handed to external agents (`PLAN_CASCADE_AGENT_ENV`): visible to those agents."""
     setup_env: Mapping[str, str] = field(default_factory=dict)
     """Variables handed to setup commands (`PLAN_CASCADE_SETUP_ENV`, e.g. a private package index)."""
+    setup_egress: tuple[str, ...] | None = None
+    """Where confined setup may connect, through the bot's proxy (`PLAN_CASCADE_SETUP_EGRESS`);
+    None: the public registries (`bot.workspace.egress.DEFAULT_SETUP_EGRESS`)."""
 
     def problem(self) -> str | None:
         """Why bubblewrap cannot confine processes here (None when it can)."""
