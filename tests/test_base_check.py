@@ -18,7 +18,7 @@ from tests.execution_support import agent_script, git, make_remote
 from tests.harness import REPO, Harness, commented
 from tests.pkgindex import PackageIndex, repack_installed
 from tests.test_publishing import PRD
-from tests.test_setup_env import check_runs
+from tests.test_setup_env import check_runs, egress
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 CONFIG = """agent:
@@ -87,7 +87,12 @@ async def test_a_gate_failing_on_the_base_is_neutral_unless_the_story_adds_a_fai
     )
     extra = "gates:\n  max_retries: 0\n"
     monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-    async with Harness(tmp_path, execute=True, PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX") as h:
+    async with Harness(
+        tmp_path,
+        execute=True,
+        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
+        PLAN_CASCADE_SETUP_EGRESS=egress(index),
+    ) as h:
         await plan_and_run(h, tmp_path, STRICT_PROJECT, agent=agent, extra=extra)
         plan = h.plan_comments(1)[0].body
         state = decode_state(plan)

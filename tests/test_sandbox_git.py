@@ -207,7 +207,7 @@ async def test_a_setuptools_scm_project_installs_with_its_tagged_version(
             update={"setup": ["uv venv -q .venv && uv pip install -q --python .venv/bin/python -e ."]}
         ),
         config_for(script, gates(("version", version))),
-        sandbox=Sandbox(setup_env={"UV_DEFAULT_INDEX": index.url}),
+        sandbox=Sandbox(setup_env={"UV_DEFAULT_INDEX": index.url}, setup_egress=(index.url.split("/")[2],)),
     )
     await run.mirror.ensure()
     await run_story(run, "STORY-001", "refs/remotes/origin/main")
