@@ -109,14 +109,20 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
             if not settings.app_id or not pem:
                 raise GitHubError("the GitHub App is not configured (PLAN_CASCADE_APP_ID / _PRIVATE_KEY)")
             state["app"] = make_app_github(
-                app_id=settings.app_id, private_key=pem, base_url=settings.github_api_url, transport=transport
+                app_id=settings.app_id,
+                private_key=pem,
+                base_url=settings.github_api_url,
+                transport=transport,
+                metrics=services.metrics,
             )
         return state["app"]
 
     async def github_for(installation_id: int | None, repo: str) -> Any:
         if installation_id is None:
             raise GitHubError(f"the delivery for {repo} names no App installation")
-        return installation_port(app_github(), installation_id, throttle_registry=throttles)
+        return installation_port(
+            app_github(), installation_id, throttle_registry=throttles, metrics=services.metrics
+        )
 
     async def slug() -> str | None:
         return await GitHubKitPort(app_github()).get_app_slug()
