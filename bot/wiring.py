@@ -88,6 +88,7 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     """Attach GitHub App auth, the LLM factory, the queue and the plan store for the server."""
     from bot.github.auth import installation_port, make_app_github
     from bot.github.client import GitHubKitPort
+    from bot.github.pause import GateRegistry, RateLimitGate
     from bot.github.throttle import Throttle, ThrottleRegistry
     from bot.plans import PlanStore
 
@@ -100,6 +101,9 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     interval = settings.github_write_interval
     throttles = ThrottleRegistry(
         services.extras.get("throttle_factory") or (lambda: Throttle(per_minute=80, min_interval=interval))
+    )
+    gates = GateRegistry(
+        lambda key: RateLimitGate(f"installation {key}", metrics=services.metrics),
     )
     state: dict[str, Any] = {}
 
@@ -121,7 +125,7 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
         if installation_id is None:
             raise GitHubError(f"the delivery for {repo} names no App installation")
         return installation_port(
-            app_github(), installation_id, throttle_registry=throttles, metrics=services.metrics
+            app_github(), installation_id, throttle_registry=throttles, gates=gates, metrics=services.metrics
         )
 
     async def slug() -> str | None:

@@ -17,8 +17,9 @@ answered 5xx may have been done, and :mod:`bot.github.idempotent` looks before s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 from githubkit import GitHub
@@ -30,11 +31,14 @@ from githubkit.typing import RetryDecisionFunc, RetryOption
 
 from bot.github.client import GitHubKitPort
 from bot.github.idempotent import RETRY_DELAYS, replays_safely
+from bot.github.pause import GateRegistry, PausingTransport, RateLimitGate
 from bot.github.throttle import Throttle, ThrottleRegistry
+from bot.github.transport import SharedTransport
 
 if TYPE_CHECKING:
     from bot.metrics import Metrics
 
+AS = TypeVar("AS", bound=AppInstallationAuthStrategy)
 DEFAULT_API_URL = "https://api.github.com"
 USER_AGENT = "plan-cascade"
 
@@ -130,11 +134,15 @@ def installation_port(
     installation_id: int,
     *,
     throttle_registry: ThrottleRegistry | None = None,
+    gates: GateRegistry | None = None,
     metrics: Metrics | None = None,
 ) -> GitHubKitPort:
-    """The port acting as one installation; shares the App's token cache and config."""
-    installation: GitHub[AppInstallationAuthStrategy] = app_github.with_auth(
-        app_github.auth.as_installation(installation_id)
+    """The port acting as one installation; shares the App's token cache and config, and the
+    installation's rate-limit gate (from `gates`) with every other port of that installation."""
+    gates = gates or GateRegistry()
+    gate = gates.get(installation_id)
+    installation: GitHub[AppInstallationAuthStrategy] = paused(
+        app_github.with_auth(app_github.auth.as_installation(installation_id)), gate
     )
     throttle = throttle_registry.get(installation_id) if throttle_registry is not None else None
     return GitHubKitPort(installation, throttle=throttle, metrics=metrics)
@@ -151,14 +159,24 @@ def token_port(
     auto_retry: bool | RetryDecisionFunc | None = None,
     metrics: Metrics | None = None,
     create_delays: Sequence[float] = RETRY_DELAYS,
+    gate: RateLimitGate | None = None,
 ) -> GitHubKitPort:
-    """The port acting with a plain token (`GITHUB_TOKEN` in Actions, a PAT in development)."""
+    """The port acting with a plain token (`GITHUB_TOKEN` in Actions, a PAT in development);
+    a rate limit pauses every request sent through `gate` (by default, this port's own)."""
+    gate = gate or RateLimitGate("the token", metrics=metrics)
     github = _github(
         TokenAuthStrategy(token),
         base_url=base_url,
-        transport=transport,
+        transport=PausingTransport(transport or SharedTransport(), gate),
         cache_strategy=cache_strategy,
         http_cache=http_cache,
         auto_retry=BoundedRetry(metrics=metrics) if auto_retry is None else auto_retry,
     )
     return GitHubKitPort(github, throttle=throttle, metrics=metrics, create_delays=create_delays)
+
+
+def paused(github: GitHub[AS], gate: RateLimitGate) -> GitHub[AS]:
+    """The same client, sending every request through `gate` (see :mod:`bot.github.pause`)."""
+    inner = github.config.async_transport or SharedTransport()
+    config = replace(github.config, async_transport=PausingTransport(inner, gate))
+    return GitHub(github.auth, config=config)
