@@ -3,6 +3,7 @@ ends completed, and each batch has one pull request."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,25 @@ async def test_thirty_percent_of_writes_failing_after_the_work(h: Harness, tmp_p
     assert [p.head_ref for p in pulls] == ["plan-cascade/1/batch-1", "plan-cascade/1/batch-2"]
     rollups = [(r.head_sha, r.external_id) for r in runs if r.name == "plan-cascade"]
     assert len(rollups) == len(set(rollups))
+
+
+async def test_a_cancelled_run_leaves_its_gate_check_runs_completed(h: Harness, tmp_path: Path) -> None:
+    slow_gate = config(agent_script(tmp_path, "ok.sh", WRITE)).replace(
+        'command: "grep -q done story-*.txt"', 'command: "sleep 60"'
+    )
+    h.fake.set_file(REPO, ".github/plan-cascade.yml", slow_gate)
+    await h.deliver("issue_comment", commented(number=1, body="/plan-cascade plan"))
+    await h.drain()
+    await h.deliver(
+        "issue_comment", commented(number=1, body="/plan-cascade approve", user="maint", association="MEMBER")
+    )
+    running = asyncio.create_task(h.drain(timeout=120))
+    async with asyncio.timeout(60):
+        while not any(r.status == "in_progress" for r in h.fake.repo(REPO).check_runs.values()):
+            await asyncio.sleep(0.05)
+    cancel = h.services.extras["cancel_execution"]
+    await cancel(REPO, 1)
+    await running
+    runs = list(h.fake.repo(REPO).check_runs.values())
+    assert runs and all(r.status == "completed" for r in runs), [(r.name, r.status) for r in runs]
+    assert {r.conclusion for r in runs if r.name.endswith("/ files")} == {"cancelled"}
