@@ -49,8 +49,9 @@ def default_job_kinds() -> JobKinds:
 def default_background_tasks() -> list[Any]:
     """Periodic tasks that run beside the workers."""
     from bot.handlers.approval import approval_poller
+    from bot.redelivery import redelivery_loop
 
-    return [approval_poller]
+    return [approval_poller, redelivery_loop]
 
 
 def make_llm_factory(services: Services) -> Any:
@@ -130,6 +131,12 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
 
     async def slug() -> str | None:
         return await GitHubKitPort(app_github()).get_app_slug()
+
+    def app_port() -> GitHubKitPort:
+        """The port acting as the App itself (its webhook's deliveries)."""
+        return GitHubKitPort(app_github(), metrics=services.metrics)
+
+    services.extras.setdefault("app_port", app_port)
 
     if services.github_for is None:
         services.github_for = github_for

@@ -35,6 +35,7 @@ from bot.testing import fake_github_json as j
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
 from bot.testing.fake_github_faults import Faults
+from bot.testing.fake_github_hooks import FakeHooks
 from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_body
 from bot.testing.fake_github_pulls import pull_routes
 from bot.testing.fake_github_reviews import review_routes
@@ -99,6 +100,8 @@ class FakeGitHub:
         self.urls = m.Urls(api=self.api_url.rstrip("/"), html=self.html_url.rstrip("/"))
         self._ids = itertools.count(1001)
         self._user_ids: dict[str, int] = {}
+        self.hooks = FakeHooks(self)
+        """The App's webhook: deliveries sent, their attempts, and the delivery endpoints."""
         prefix = httpx.URL(self.urls.api).path.rstrip("/")
         routes = self._routes()
         catch_all = Route("/{rest:path}", self._wrap(self._unknown), methods=_ALL_METHODS)
@@ -387,6 +390,7 @@ class FakeGitHub:
                 *pull_routes(self),
                 *review_routes(self),
                 *actions_routes(self),
+                *self.hooks.routes(),
             ]
         ]
 
