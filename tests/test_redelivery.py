@@ -175,3 +175,16 @@ async def test_two_workers_on_postgres_ask_for_each_missed_guid_once(fake: FakeG
     assert sorted(x is None for x in looks) == [False, True], "one process looks at a time"
     assert again is not None
     assert _asked(fake) == Counter({d.guid: 2 for d in lost})
+
+
+async def test_metrics_show_what_github_failures_cost(h: Harness) -> None:
+    await h.fake.hooks.deliver("issues", labeled(number=1, label="bug", sender="maint"))
+    await _start_server(h)
+    text = (await h.client.get("/metrics")).text
+    assert "plan_cascade_redeliveries_requested_total 1.0" in text
+    for name in (
+        "plan_cascade_github_server_retries_total",
+        "plan_cascade_github_adopted_total",
+        "plan_cascade_github_rate_limit_pause_seconds_total",
+    ):
+        assert f"# TYPE {name.removesuffix('_total')} counter" in text
