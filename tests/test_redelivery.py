@@ -187,4 +187,4 @@ async def test_metrics_show_what_github_failures_cost(h: Harness) -> None:
         "plan_cascade_github_adopted_total",
         "plan_cascade_github_rate_limit_pause_seconds_total",
     ):
-        assert f"# TYPE {name.removesuffix('_total')} counter" in text
+        assert f"# TYPE {name} counter" in text
