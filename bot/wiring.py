@@ -49,9 +49,10 @@ def default_job_kinds() -> JobKinds:
 def default_background_tasks() -> list[Any]:
     """Periodic tasks that run beside the workers."""
     from bot.handlers.approval import approval_poller
+    from bot.handlers.stale_checks import stale_check_sweeper
     from bot.redelivery import redelivery_loop
 
-    return [approval_poller, redelivery_loop]
+    return [approval_poller, redelivery_loop, stale_check_sweeper]
 
 
 def make_llm_factory(services: Services) -> Any:

@@ -180,6 +180,7 @@ class CheckRun(_Lenient):
     html_url: str | None = Field(default=None, description="Link to the run on github.com.")
     details_url: str | None = Field(default=None, description="The integrator's page (an Actions job's URL).")
     app_slug: str | None = Field(default=None, description="The App that made the run.")
+    started_at: datetime | None = Field(default=None, description="When the run started.")
     title: str = Field(default="", description="The output's title.")
     summary: str = Field(default="", description="The output's summary.")
 
