@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlencode
 
 import httpx
@@ -79,8 +79,9 @@ class FakeHooks:
     fake: FakeGitHub
     secret: str = ""
     url: str = "http://bot.test/webhook"
-    target: httpx.AsyncBaseTransport | None = None
-    """Who receives deliveries; None: nobody answers (the server is down)."""
+    target: httpx.AsyncBaseTransport | Literal["network"] | None = None
+    """Who receives deliveries: a transport (an in-process app), `"network"` (real HTTP to `url`),
+    or None: nobody answers (the server is down)."""
     deliveries: list[FakeDelivery] = field(default_factory=list)
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(80_000_000_001))
@@ -117,8 +118,9 @@ class FakeHooks:
         if self.target is None:
             attempt.status = "failed to connect to host"
         else:
+            transport = None if self.target == "network" else self.target
             try:
-                async with httpx.AsyncClient(transport=self.target, timeout=TIMEOUT) as client:
+                async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
                     answer = await client.post(self.url, content=attempt.body, headers=headers)
             except httpx.TimeoutException:
                 attempt.status = "timed out"
