@@ -41,6 +41,10 @@ OVERLAP = timedelta(minutes=5)
 """A look reaches this far before the newest delivery the last look saw (attempts in flight)."""
 PAGE_BUDGET = 10
 PER_PAGE = 100
+MAX_ASKS = 100
+"""Redeliveries asked per look at most (the newest first; the rest wait for the next look)."""
+HOPELESS = {400, 413}
+"""Answers a redelivery cannot change: the payload itself was refused (bad JSON, over 25 MB)."""
 
 
 class HookDeliveries(Protocol):
@@ -64,8 +68,8 @@ class Look:
 
 
 def missed(attempts: Sequence[HookDelivery], recorded: Collection[str]) -> list[HookDelivery]:
-    """The newest attempt of each GUID that no attempt delivered and that the server has not
-    recorded, newest first: what to ask for again."""
+    """The newest attempt of each GUID that no attempt delivered, that the server has not
+    recorded and whose payload was not refused as such, newest first: what to ask for again."""
     newest: dict[str, HookDelivery] = {}
     delivered: set[str] = set()
     for attempt in attempts:
@@ -73,7 +77,11 @@ def missed(attempts: Sequence[HookDelivery], recorded: Collection[str]) -> list[
             delivered.add(attempt.guid)
         if attempt.guid not in newest or attempt.id > newest[attempt.guid].id:
             newest[attempt.guid] = attempt
-    chosen = [a for guid, a in newest.items() if guid not in delivered and guid not in recorded]
+    chosen = [
+        a
+        for guid, a in newest.items()
+        if guid not in delivered and guid not in recorded and a.status_code not in HOPELESS
+    ]
     return sorted(chosen, key=lambda a: -a.id)
 
 
@@ -120,7 +128,7 @@ async def look(
         log.warning("missed deliveries: %d pages read, older ones wait for the next look", done.pages)
     done.attempts = len(attempts)
     recorded = await recorded_guids(db, {a.guid for a in attempts})
-    for attempt in missed(attempts, recorded):
+    for attempt in missed(attempts, recorded)[:MAX_ASKS]:
         try:
             await app.redeliver(attempt.id)
         except GitHubError as exc:

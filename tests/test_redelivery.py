@@ -72,8 +72,8 @@ async def test_the_fake_lists_deliveries_like_github(fake: FakeGitHub) -> None:
 def test_what_is_missed() -> None:
     at = datetime(2026, 1, 1, tzinfo=UTC)
 
-    def attempt(i: int, guid: str, status: str) -> HookDelivery:
-        return HookDelivery(id=i, guid=guid, delivered_at=at, status=status, event="issues")
+    def attempt(i: int, guid: str, status: str, code: int = 0) -> HookDelivery:
+        return HookDelivery(id=i, guid=guid, delivered_at=at, status=status, status_code=code, event="issues")
 
     attempts = [
         attempt(1, "a", "failed to connect"),
@@ -82,6 +82,7 @@ def test_what_is_missed() -> None:
         attempt(4, "b", "OK"),  # delivered at last
         attempt(5, "c", "timed out"),  # recorded by the server, though GitHub gave up waiting
         attempt(6, "d", "OK"),
+        attempt(7, "e", "Invalid HTTP Response: 413", 413),  # too large: sending it again cannot help
     ]
     assert [(a.id, a.guid) for a in missed(attempts, {"c"})] == [(2, "a")]
 
