@@ -136,13 +136,28 @@ async def test_a_recorded_delivery_is_never_redelivered(h: Harness) -> None:
     assert _asked(h.fake) == Counter({lost.guid: 2})
 
 
-async def test_the_look_is_bounded_by_its_page_budget_and_retention(h: Harness) -> None:
-    for n in range(5):
-        await h.fake.hooks.deliver("issues", {"action": "labeled", "n": n})
-    h.fake.hooks.deliveries[0].delivered_at -= timedelta(days=4)  # GitHub no longer keeps it
+async def test_a_look_reads_back_to_the_last_look_and_never_past_retention(h: Harness) -> None:
+    now = datetime.now(UTC)
+    gone, old, new = [await h.fake.hooks.deliver("issues", {"action": "labeled", "n": n}) for n in range(3)]
+    gone.delivered_at = now - timedelta(days=4)  # GitHub no longer keeps it
+    old.delivered_at = now - timedelta(hours=1)
     app = h.services.extras["app_port"]()
-    done = await look(h.runtime.db, app, holder="me", now=datetime.now(UTC), ttl=timedelta(minutes=1))
-    assert done is not None and done.attempts == 4 and len(done.asked) == 4
+    first = await look(h.runtime.db, app, holder="me", now=now, ttl=TTL)
+    assert first is not None and first.attempts == 2 and set(first.asked) == {old.guid, new.guid}
+    await h.fake.hooks.settle()  # both redeliveries failed again (the server is still down)
+    second = await look(h.runtime.db, app, holder="me", now=now + timedelta(minutes=1), ttl=TTL)
+    # Since the last look: the hour-old first attempt is not read again, its redelivery is.
+    assert second is not None and second.attempts == 3 and set(second.asked) == {old.guid, new.guid}
+
+
+async def test_a_look_reads_at_most_its_page_budget(h: Harness) -> None:
+    for n in range(130):
+        await h.fake.hooks.deliver("issues", {"action": "labeled", "n": n})
+    app = h.services.extras["app_port"]()
+    now = datetime.now(UTC)
+    done = await look(h.runtime.db, app, holder="me", now=now, ttl=TTL, page_budget=1)
+    assert done is not None and (done.pages, done.attempts, len(done.asked)) == (1, 100, 100)
+    assert len(h.fake.requests_to("GET", "/app/hook/deliveries")) == 1
 
 
 @pytest.mark.postgres
