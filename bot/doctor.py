@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 
 from bot.db.engine import Database
-from bot.errors import ConfigurationError
+from bot.errors import ConfigurationError, GitHubError
+from bot.github import GitHubKitPort, make_app_github
 from bot.settings import Settings, check_private_key
 
 Check = tuple[bool, str, str]
@@ -54,7 +55,36 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
         results.append(
             (False, "GitHub API", f"{url} looks like a GitHub Enterprise Server host: use {url}/api/v3")
         )
+    results.append(await deliveries_check(settings, transport=transport))
     return results
+
+
+async def deliveries_check(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> Check:
+    """Whether the App can read its webhook deliveries (what recovering missed ones needs)."""
+    name = "webhook deliveries"
+    try:
+        pem = settings.private_key_pem()
+    except ConfigurationError:
+        pem = None
+    if not settings.app_id or not pem:
+        return False, name, "cannot check: PLAN_CASCADE_APP_ID and the private key are needed"
+    github = make_app_github(
+        app_id=settings.app_id,
+        private_key=pem,
+        base_url=settings.github_api_url,
+        transport=transport,
+        auto_retry=False,
+    )
+    try:
+        items, _ = await GitHubKitPort(github).list_hook_deliveries(per_page=1)
+    except GitHubError as exc:
+        return False, name, f"the App cannot read its deliveries (missed ones stay missed): {exc.message}"
+    except Exception as exc:  # doctor never raises: an answer that is not GitHub's list is reported
+        return False, name, f"unexpected answer to GET /app/hook/deliveries: {exc!r}"[:300]
+    if settings.redelivery_seconds <= 0:
+        return True, name, "readable, but PLAN_CASCADE_REDELIVERY_SECONDS=0: missed ones are not looked for"
+    newest = f"newest {items[0].delivered_at:%Y-%m-%d %H:%M} UTC: {items[0].status}" if items else "none yet"
+    return True, name, f"the App reads its deliveries ({newest})"
 
 
 def llm_check(settings: Settings) -> Check:

@@ -43,3 +43,26 @@ class Metrics:
             "Jobs that failed every attempt and need a look.",
             registry=self.registry,
         )
+        self.github_server_retries = Counter(
+            "plan_cascade_github_server_retries_total",
+            "Requests sent again after GitHub answered 5xx, timed out or dropped the connection, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.github_adopted = Counter(
+            "plan_cascade_github_adopted_total",
+            "Things GitHub made though it answered an error: found and used, not made again (by kind).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.github_pause_seconds = Counter(
+            "plan_cascade_github_rate_limit_pause_seconds_total",
+            "Seconds an installation's requests were paused by GitHub's rate limits, by limit.",
+            ["limit"],
+            registry=self.registry,
+        )
+        self.redeliveries = Counter(
+            "plan_cascade_redeliveries_requested_total",
+            "Webhook deliveries that failed and were asked of GitHub again.",
+            registry=self.registry,
+        )

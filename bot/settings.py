@@ -78,6 +78,8 @@ class Settings(BaseSettings):
         default=1.0, ge=0, validation_alias="PLAN_CASCADE_GITHUB_WRITE_INTERVAL"
     )
     """Seconds between content-creating GitHub calls per installation (GitHub advises at least 1)."""
+    redelivery_seconds: float = Field(default=300, ge=0, validation_alias="PLAN_CASCADE_REDELIVERY_SECONDS")
+    """How often the App's failed webhook deliveries are looked for and asked again (0: never)."""
     log_level: str = Field(default="INFO", validation_alias="PLAN_CASCADE_LOG_LEVEL")
     """Python log level name."""
     job_lease_seconds: float = Field(default=60, ge=5, validation_alias="PLAN_CASCADE_JOB_LEASE_SECONDS")

@@ -49,8 +49,10 @@ def default_job_kinds() -> JobKinds:
 def default_background_tasks() -> list[Any]:
     """Periodic tasks that run beside the workers."""
     from bot.handlers.approval import approval_poller
+    from bot.handlers.stale_checks import stale_check_sweeper
+    from bot.redelivery import redelivery_loop
 
-    return [approval_poller]
+    return [approval_poller, redelivery_loop, stale_check_sweeper]
 
 
 def make_llm_factory(services: Services) -> Any:
@@ -88,6 +90,7 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     """Attach GitHub App auth, the LLM factory, the queue and the plan store for the server."""
     from bot.github.auth import installation_port, make_app_github
     from bot.github.client import GitHubKitPort
+    from bot.github.pause import GateRegistry, RateLimitGate
     from bot.github.throttle import Throttle, ThrottleRegistry
     from bot.plans import PlanStore
 
@@ -101,6 +104,9 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     throttles = ThrottleRegistry(
         services.extras.get("throttle_factory") or (lambda: Throttle(per_minute=80, min_interval=interval))
     )
+    gates = GateRegistry(
+        lambda key: RateLimitGate(f"installation {key}", metrics=services.metrics),
+    )
     state: dict[str, Any] = {}
 
     def app_github() -> Any:
@@ -109,17 +115,29 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
             if not settings.app_id or not pem:
                 raise GitHubError("the GitHub App is not configured (PLAN_CASCADE_APP_ID / _PRIVATE_KEY)")
             state["app"] = make_app_github(
-                app_id=settings.app_id, private_key=pem, base_url=settings.github_api_url, transport=transport
+                app_id=settings.app_id,
+                private_key=pem,
+                base_url=settings.github_api_url,
+                transport=transport,
+                metrics=services.metrics,
             )
         return state["app"]
 
     async def github_for(installation_id: int | None, repo: str) -> Any:
         if installation_id is None:
             raise GitHubError(f"the delivery for {repo} names no App installation")
-        return installation_port(app_github(), installation_id, throttle_registry=throttles)
+        return installation_port(
+            app_github(), installation_id, throttle_registry=throttles, gates=gates, metrics=services.metrics
+        )
 
     async def slug() -> str | None:
         return await GitHubKitPort(app_github()).get_app_slug()
+
+    def app_port() -> GitHubKitPort:
+        """The port acting as the App itself (its webhook's deliveries)."""
+        return GitHubKitPort(app_github(), metrics=services.metrics)
+
+    services.extras.setdefault("app_port", app_port)
 
     if services.github_for is None:
         services.github_for = github_for

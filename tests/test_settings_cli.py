@@ -10,9 +10,10 @@ import httpx
 import pytest
 
 from bot.cli import main
-from bot.doctor import run_checks
+from bot.doctor import deliveries_check, run_checks
 from bot.errors import ConfigurationError
 from bot.settings import Settings, load_settings
+from bot.testing.fake_github import FakeGitHub
 from tests.support import make_settings, rsa_private_key_pem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,6 +145,9 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.host == "api.github.com"
+        if request.url.path == "/app/hook/deliveries":
+            assert request.headers["authorization"].startswith("Bearer ")  # as the App
+            return httpx.Response(200, json=[])
         return httpx.Response(200, json={"verifiable_password_authentication": False})
 
     results = await run_checks(settings, transport=httpx.MockTransport(handler))
@@ -154,6 +158,7 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
         (True, "LLM"),
         (True, "database"),
         (True, "GitHub API"),
+        (True, "webhook deliveries"),
     ]
 
     bad = make_settings(
@@ -167,6 +172,18 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
     failed = {name: detail for ok, name, detail in results if not ok}
     assert "PLAN_CASCADE_WEBHOOK_SECRET" in failed["settings"]
     assert "unreachable" in failed["GitHub API"] or "/api/v3" in failed["GitHub API"]
+    assert "cannot read its deliveries" in failed["webhook deliveries"]
+
+
+async def test_doctor_says_whether_the_app_can_read_its_deliveries(tmp_path: Path) -> None:
+    fake = FakeGitHub(strict=True)
+    settings = make_settings(tmp_path, GITHUB_API_URL=fake.api_url)
+    ok, _, detail = await deliveries_check(settings, transport=fake.transport())
+    assert ok and "none yet" in detail
+    refused = "Resource not accessible by integration"
+    fake.fail_next("GET", "/app/hook/deliveries", status=403, message=refused)
+    ok, _, detail = await deliveries_check(settings, transport=fake.transport())
+    assert not ok and refused in detail
 
 
 async def test_doctor_says_when_the_required_sandbox_cannot_run(tmp_path: Path) -> None:

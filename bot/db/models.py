@@ -78,3 +78,15 @@ class PlanRecord(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """The plan state's `version`: writes are `UPDATE … WHERE version = <what the writer read>`."""
+
+
+class Lease(Base):
+    """A named lease: which process does a periodic task now (one at a time across processes)."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    mark: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    """How far the task got (the redelivery look: the newest delivery it has seen)."""

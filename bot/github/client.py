@@ -12,7 +12,7 @@ import base64
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from githubkit import GitHub
 from githubkit.auth import AppInstallationAuthStrategy, TokenAuthStrategy
@@ -20,8 +20,10 @@ from githubkit.exception import GitHubException
 
 from bot.errors import GitHubError, NotFound
 from bot.github.client_actions import ActionsCalls
+from bot.github.client_app import AppCalls
 from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo, translate
 from bot.github.client_pulls import PullsAndChecks
+from bot.github.idempotent import RETRY_DELAYS, create_once, matching_comment, matching_issue, since
 from bot.github.models import (
     Comment,
     Issue,
@@ -32,6 +34,9 @@ from bot.github.models import (
 from bot.github.port import PERMISSIONS, Permission
 from bot.github.throttle import Throttle
 from bot.redaction import redact, register_secret
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
 
 __all__ = ["API_VERSION", "GitHubKitPort", "split_repo", "translate"]
 
@@ -56,14 +61,22 @@ query($id: ID!) {
 """
 
 
-class GitHubKitPort(PullsAndChecks, ActionsCalls):
+class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls):
     """The GitHub port over one authenticated `githubkit.GitHub` (one installation or token)."""
 
     def __init__(
-        self, github: GitHub[Any], *, throttle: Throttle | None = None, api_version: str = API_VERSION
+        self,
+        github: GitHub[Any],
+        *,
+        throttle: Throttle | None = None,
+        api_version: str = API_VERSION,
+        metrics: Metrics | None = None,
+        create_delays: Sequence[float] = RETRY_DELAYS,
     ) -> None:
         self._github = github
         self._throttle = throttle
+        self._metrics = metrics
+        self._create_delays = create_delays
         self._headers = {"X-GitHub-Api-Version": api_version}
         self._app_slug: str | None = None
         self._token: tuple[str, datetime] | None = None
@@ -106,17 +119,23 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls):
 
     async def create_issue(self, repo: str, *, title: str, body: str, labels: Sequence[str] = ()) -> Issue:
         owner, name = split_repo(repo)
-        await self._pace()
-        with github_errors(f"open an issue in {repo}"):
-            resp = await self._github.rest.issues.async_create(
-                owner,
-                name,
-                title=redact(title),
-                body=redact(body),
-                labels=list(labels),
-                headers=self._headers,
-            )
-        return Issue.from_api(json_object(resp))
+        title, body = redact(title), redact(body)
+
+        async def send() -> Issue:
+            await self._pace()
+            with github_errors(f"open an issue in {repo}"):
+                resp = await self._github.rest.issues.async_create(
+                    owner, name, title=title, body=body, labels=list(labels), headers=self._headers
+                )
+            return Issue.from_api(json_object(resp))
+
+        async def find() -> Issue | None:
+            return matching_issue(await self.list_issues(repo), title=title, body=body)
+
+        doing = f"open an issue in {repo}"
+        return await create_once(
+            send, find, kind="issue", doing=doing, metrics=self._metrics, delays=self._create_delays
+        )
 
     async def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> None:
         owner, name = split_repo(repo)
@@ -144,12 +163,23 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls):
 
     async def create_issue_comment(self, repo: str, number: int, *, body: str) -> Comment:
         owner, name = split_repo(repo)
-        await self._pace()
-        with github_errors(f"comment on {repo}#{number}"):
-            resp = await self._github.rest.issues.async_create_comment(
-                owner, name, number, body=redact(body), headers=self._headers
-            )
-        return Comment.from_api(json_object(resp))
+        body, after = redact(body), since()
+
+        async def send() -> Comment:
+            await self._pace()
+            with github_errors(f"comment on {repo}#{number}"):
+                resp = await self._github.rest.issues.async_create_comment(
+                    owner, name, number, body=body, headers=self._headers
+                )
+            return Comment.from_api(json_object(resp))
+
+        async def find() -> Comment | None:
+            return matching_comment(await self.list_issue_comments(repo, number), body=body, after=after)
+
+        doing = f"comment on {repo}#{number}"
+        return await create_once(
+            send, find, kind="comment", doing=doing, metrics=self._metrics, delays=self._create_delays
+        )
 
     async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment:
         owner, name = split_repo(repo)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from githubkit import GitHub
 
+from bot.errors import GitHubError
 from bot.github.client_base import (
     check_runs_list,
     drop_none,
@@ -15,8 +16,23 @@ from bot.github.client_base import (
     json_object,
     split_repo,
 )
+from bot.github.idempotent import (
+    already_exists,
+    create_once,
+    matching_check_runs,
+    matching_pull,
+    matching_review,
+)
 from bot.github.models import CheckRun, PullCommit, PullRequest, Review, ReviewComment
 from bot.redaction import redact, redact_value
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
+
+DUPLICATE_OUTPUT = {
+    "title": "Duplicate",
+    "summary": "A second copy of this check run, made while GitHub was failing; the other one counts.",
+}
 
 
 def _check_run_fields(
@@ -43,6 +59,8 @@ class PullsAndChecks:
 
     _github: GitHub[Any]
     _headers: dict[str, str]
+    _metrics: Metrics | None
+    _create_delays: Sequence[float]
 
     async def _pace(self) -> None:
         raise NotImplementedError
@@ -69,12 +87,40 @@ class PullsAndChecks:
             "head_sha": head_sha,
             **_check_run_fields(status, conclusion, external_id, details_url, output, actions),
         }
-        await self._pace()
-        with github_errors(f"create check run {name!r} in {repo}"):
-            resp = await self._github.rest.checks.async_create(
-                owner, repo_name, data=cast(Any, body), headers=self._headers
-            )
-        return CheckRun.from_api(json_object(resp))
+        doing = f"create check run {name!r} in {repo}"
+
+        async def send() -> CheckRun:
+            await self._pace()
+            with github_errors(doing):
+                resp = await self._github.rest.checks.async_create(
+                    owner, repo_name, data=cast(Any, body), headers=self._headers
+                )
+            return CheckRun.from_api(json_object(resp))
+
+        async def mine(keep: int | None) -> list[CheckRun]:
+            runs = await self.list_check_runs_for_ref(repo, head_sha, check_name=name)
+            same = matching_check_runs(runs, name=name, head_sha=head_sha, external_id=external_id)
+            keep = keep if keep is not None else (same[0].id if same else None)
+            for extra in same:  # a copy that slipped through is completed, never left running
+                if extra.id != keep and extra.status != "completed":
+                    await self.update_check_run(repo, extra.id, conclusion="neutral", output=DUPLICATE_OUTPUT)
+            return [r for r in same if r.id == keep]
+
+        async def find() -> CheckRun | None:
+            return next(iter(await mine(None)), None)
+
+        async def after_resend(made: CheckRun) -> None:
+            await mine(made.id)
+
+        return await create_once(
+            send,
+            find,
+            kind="check_run",
+            doing=doing,
+            metrics=self._metrics,
+            delays=self._create_delays,
+            after_resend=after_resend,
+        )
 
     async def update_check_run(
         self,
@@ -134,19 +180,44 @@ class PullsAndChecks:
         self, repo: str, *, title: str, body: str, head: str, base: str, draft: bool = False
     ) -> PullRequest:
         owner, name = split_repo(repo)
-        await self._pace()
-        with github_errors(f"open a pull request from {head} into {base} in {repo}"):
-            resp = await self._github.rest.pulls.async_create(
-                owner,
-                name,
-                title=redact(title),
-                body=redact(body),
-                head=head,
-                base=base,
-                draft=draft,
-                headers=self._headers,
+        title, body = redact(title), redact(body)
+        doing = f"open a pull request from {head} into {base} in {repo}"
+
+        async def send() -> PullRequest:
+            await self._pace()
+            with github_errors(doing):
+                resp = await self._github.rest.pulls.async_create(
+                    owner,
+                    name,
+                    title=title,
+                    body=body,
+                    head=head,
+                    base=base,
+                    draft=draft,
+                    headers=self._headers,
+                )
+            return PullRequest.from_api(json_object(resp))
+
+        async def find() -> PullRequest | None:
+            found = await self.find_pull_request(repo, head.rpartition(":")[2], state="open")
+            return matching_pull([found] if found else [], head=head.rpartition(":")[2], base=base)
+
+        try:
+            return await create_once(
+                send,
+                find,
+                kind="pull_request",
+                doing=doing,
+                metrics=self._metrics,
+                delays=self._create_delays,
             )
-        return PullRequest.from_api(json_object(resp))
+        except GitHubError as exc:
+            existing = await find() if already_exists(exc) else None
+            if existing is None:
+                raise
+            if self._metrics is not None:
+                self._metrics.github_adopted.labels("pull_request").inc()
+            return existing
 
     async def update_pull_request(
         self,
@@ -216,18 +287,30 @@ class PullsAndChecks:
         comments: Sequence[Mapping[str, Any]] = (),
     ) -> Review:
         owner, name = split_repo(repo)
+        body = redact(body)
         data = {
             "commit_id": commit_id,
-            "body": redact(body),
+            "body": body,
             "event": event,
             "comments": [{**c, "body": redact(str(c.get("body", "")))} for c in comments],
         }
-        await self._pace()
-        with github_errors(f"review {repo}#{number}"):
-            resp = await self._github.rest.pulls.async_create_review(
-                owner, name, number, data=cast(Any, data), headers=self._headers
-            )
-        return Review.from_api(json_object(resp))
+        doing = f"review {repo}#{number}"
+
+        async def send() -> Review:
+            await self._pace()
+            with github_errors(doing):
+                resp = await self._github.rest.pulls.async_create_review(
+                    owner, name, number, data=cast(Any, data), headers=self._headers
+                )
+            return Review.from_api(json_object(resp))
+
+        async def find() -> Review | None:
+            reviews = await self.list_reviews(repo, number)
+            return matching_review(reviews, commit_id=commit_id, body=body)
+
+        return await create_once(
+            send, find, kind="review", doing=doing, metrics=self._metrics, delays=self._create_delays
+        )
 
     async def create_workflow_dispatch(
         self, repo: str, workflow_id: str | int, *, ref: str, inputs: Mapping[str, str] | None = None

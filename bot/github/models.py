@@ -180,6 +180,7 @@ class CheckRun(_Lenient):
     html_url: str | None = Field(default=None, description="Link to the run on github.com.")
     details_url: str | None = Field(default=None, description="The integrator's page (an Actions job's URL).")
     app_slug: str | None = Field(default=None, description="The App that made the run.")
+    started_at: datetime | None = Field(default=None, description="When the run started.")
     title: str = Field(default="", description="The output's title.")
     summary: str = Field(default="", description="The output's summary.")
 
@@ -261,3 +262,21 @@ class Review(_Lenient):
             commit_id=data.get("commit_id"),
             user_login=_login(data),
         )
+
+
+class HookDelivery(_Lenient):
+    """One attempt to deliver a webhook to the App (`GET /app/hook/deliveries`)."""
+
+    id: int = Field(description="The attempt's id (what a redelivery is asked for by).")
+    guid: str = Field(description="`X-GitHub-Delivery`: the same for every attempt of one event.")
+    delivered_at: datetime = Field(description="When the attempt was made.")
+    redelivery: bool = Field(default=False, description="True for a redelivery.")
+    status: str = Field(default="", description='"OK", or why it failed ("failed to connect", …).')
+    status_code: int = Field(default=0, description="What the receiver answered (0: nothing).")
+    event: str = Field(default="", description="The event, e.g. `issues`.")
+    action: str | None = Field(default=None, description="The payload's action.")
+    installation_id: int | None = Field(default=None, description="The installation it was for.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> HookDelivery:
+        return cls.model_validate(data)

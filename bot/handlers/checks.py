@@ -70,6 +70,7 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     from bot.handlers.execution import build_run
     from bot.orchestration.setup import SETUP_GATE, gate_confinement, prepare, report_setup, tool_env
     from bot.orchestration.story import gate_specs
+    from bot.publishing.github import GitHubReporter
     from bot.workspace.worktree import Worktree, add_worktree, remove_worktree
 
     data = job.payload
@@ -115,5 +116,8 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
             handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=sha
         )
     finally:
+        if isinstance(run.reporter, GitHubReporter):  # a gate that raised or was cancelled
+            stopped = "the re-run stopped before it finished"
+            await run.reporter.close_open_runs(conclusion="neutral", reason=stopped)
         await remove_worktree(Worktree(path=path, branch=branch, mirror=run.mirror))
         shutil.rmtree(home, ignore_errors=True)

@@ -165,6 +165,7 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
         await announce_outcome(run)
         return
     key = f"{session.repo}#{session.issue}"
+    reporter = run.reporter
     task = asyncio.create_task(execute(run))
     _registry(services)[key] = Running(run, task)
     watcher = asyncio.create_task(_watch_for_cancel(services, session, run, task))
@@ -178,6 +179,7 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
         _registry(services).pop(key, None)
+        await _close_checks(reporter, run, task)
         if not run.superseded:
             await run.flush()
     if run.superseded:
@@ -188,6 +190,25 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
     from bot.handlers.epic import child_moved
 
     await child_moved(session)
+
+
+async def _close_checks(reporter: object, run: Run, task: asyncio.Task[Any]) -> None:
+    """No check run of ours is left running when the engine stops, however it stopped."""
+    from bot.publishing.github import GitHubReporter
+
+    if not isinstance(reporter, GitHubReporter) or not reporter.open_runs:
+        return
+    if run.superseded:
+        conclusion, reason = "cancelled", f"superseded: {run.superseded}"
+    elif run.cancel.is_set() or not task.done() or task.cancelled():
+        conclusion, reason = "cancelled", "the plan's execution was cancelled"
+    elif task.exception() is not None:
+        conclusion, reason = "neutral", f"the run stopped before this gate finished: {task.exception()}"
+    else:
+        conclusion, reason = "neutral", "GitHub did not take this gate's result; see the plan comment"
+    closing = asyncio.ensure_future(reporter.close_open_runs(conclusion=conclusion, reason=reason[:500]))
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.shield(closing)
 
 
 async def _watch_for_cancel(services: Services, session: Session, run: Run, task: asyncio.Task[Any]) -> None:

@@ -65,6 +65,8 @@ class GitHubReporter:
         self.clock = clock
         self._last = float("-inf")
         self._dirty: PlanState | None = None
+        self.open_runs: dict[int, str] = {}
+        """Check runs this reporter started and has not completed yet (id → name)."""
 
     async def save(self, state: PlanState, *, important: bool = False) -> PlanState | None:
         """Transitions are written at once; progress edits at most once every `interval` seconds.
@@ -91,6 +93,7 @@ class GitHubReporter:
                 details_url=self.details_url,
                 output={"title": f"{gate.name}: running (attempt {attempt})", "summary": f"`{gate.command}`"},
             )
+            self.open_runs[run.id] = run.name
             return run.id
         except GitHubError as exc:
             log.warning("could not create check run for %s/%s: %s", scope, gate.name, exc.message)
@@ -119,10 +122,27 @@ class GitHubReporter:
                 conclusion=conclusion(result),
                 output={**output, "annotations": batches[0] if batches else []},
             )
+            self.open_runs.pop(handle, None)
             for chunk in batches[1:]:
                 await self.port.update_check_run(self.repo, handle, output={**output, "annotations": chunk})
         except GitHubError as exc:
             log.warning("could not complete check run %s: %s", handle, exc.message)
+
+    async def close_open_runs(self, *, conclusion: str, reason: str) -> int:
+        """Complete every check run this reporter left queued or in progress (the run failed,
+        was cancelled or superseded, or GitHub refused the completion); how many were closed.
+        GitHub errors are logged: what stays open is closed by the start-up sweep."""
+        closed = 0
+        for run_id, name in list(self.open_runs.items()):
+            output = {"title": f"{conclusion.capitalize()}: {reason}"[:255], "summary": reason}
+            try:
+                await self.port.update_check_run(self.repo, run_id, conclusion=conclusion, output=output)
+            except GitHubError as exc:
+                log.warning("could not close check run %s (%s): %s", run_id, name, exc.message)
+                continue
+            self.open_runs.pop(run_id, None)
+            closed += 1
+        return closed
 
     async def message(self, body: str, *, key: str | None = None) -> None:
         """A comment on the plan's issue; with `key`, posted only if no comment of ours carries it."""

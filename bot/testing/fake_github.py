@@ -34,6 +34,8 @@ from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
+from bot.testing.fake_github_faults import Faults
+from bot.testing.fake_github_hooks import FakeHooks
 from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_body
 from bot.testing.fake_github_pulls import pull_routes
 from bot.testing.fake_github_reviews import review_routes
@@ -61,16 +63,8 @@ class RecordedRequest:
     """What the fake answered (304s cost no rate limit on GitHub)."""
     done: float = 0.0
     """When it was answered, on the fake's `clock` (after `latency`)."""
-
-
-@dataclass
-class _Fault:
-    method: str
-    path: re.Pattern[str]
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str]
-    times: int
+    fault: str = ""
+    """How an injected fault answered it (`before`, `after`, `secondary`, `primary`), if one did."""
 
 
 @dataclass
@@ -99,13 +93,16 @@ class FakeGitHub:
     """Stamps `RecordedRequest.at`; tests pass their fake clock."""
     latency: float = 0.0
     """Seconds added to every answer, as GitHub's 100–300 ms (benches); 0 in tests."""
+    faults: Faults = field(default_factory=Faults)
+    """GitHub's own failures to inject (502s before or after the work, rate limits)."""
 
     def __post_init__(self) -> None:
         self.actor = self.actor or f"{self.app_slug}[bot]"
         self.urls = m.Urls(api=self.api_url.rstrip("/"), html=self.html_url.rstrip("/"))
         self._ids = itertools.count(1001)
         self._user_ids: dict[str, int] = {}
-        self._faults: list[_Fault] = []
+        self.hooks = FakeHooks(self)
+        """The App's webhook: deliveries sent, their attempts, and the delivery endpoints."""
         prefix = httpx.URL(self.urls.api).path.rstrip("/")
         routes = self._routes()
         catch_all = Route("/{rest:path}", self._wrap(self._unknown), methods=_ALL_METHODS)
@@ -267,8 +264,7 @@ class FakeGitHub:
         times: int = 1,
     ) -> None:
         """Answer the next `times` requests whose path fully matches regex `path` with `status`."""
-        body = error_body(status, message)
-        self._faults.append(_Fault(method.upper(), re.compile(path), status, body, headers or {}, times))
+        self.faults.fail(method, path, status=status, message=message, headers=headers, times=times)
 
     def rate_limited(self) -> list[RecordedRequest]:
         """Requests that count against an installation's rate limit: not 304s, not App-level calls."""
@@ -327,17 +323,17 @@ class FakeGitHub:
             )
             self.requests.append(record)
             response: Response
-            for fault in self._faults:
-                if fault.times > 0 and fault.method == request.method and fault.path.fullmatch(path):
-                    fault.times -= 1
-                    response = JSONResponse(fault.body, fault.status, headers=fault.headers)
-                    break
-            else:
+            fault = self.faults.pick(request.method, path, after=False)
+            if fault is None:
                 try:
                     self._authorize(request)
                     response = _conditional(request, handler(request, data))
                 except HttpError as exc:
                     response = JSONResponse(error_body(exc.status, exc.message, exc.errors), exc.status)
+                if response.status_code < 400:  # the work is done: GitHub may still answer 502
+                    fault = self.faults.pick(request.method, path, after=True)
+            if fault is not None:
+                response, record.fault = self.faults.response(fault), fault.when
             record.status = response.status_code
             if self.latency:
                 await asyncio.sleep(self.latency)
@@ -398,6 +394,7 @@ class FakeGitHub:
                 *review_routes(self),
                 *actions_routes(self),
                 *runs_routes(self),
+                *self.hooks.routes(),
             ]
         ]
 

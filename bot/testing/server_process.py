@@ -32,8 +32,10 @@ def running_server(
     private_key_pem: str,
     extra_env: dict[str, str] | None = None,
     serve_args: Sequence[str] = (),
+    port: int | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Start `plan-cascade serve [serve_args]` on a free port; yield its URL and process; stop it after."""
+    """Start `plan-cascade serve [serve_args]` on `port` (a free one by default); yield its URL and
+    process; stop it after."""
     key = tmp / "app.pem"
     key.write_text(private_key_pem)
     env = {
@@ -48,7 +50,7 @@ def running_server(
         "PLAN_CASCADE_GITHUB_WRITE_INTERVAL": "0",
         **(extra_env or {}),
     }
-    port = free_port()
+    port = port or free_port()
     log_path = tmp / "server.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -15,7 +15,7 @@ import httpx
 from bot.state_block import decode_state
 from bot.testing.deliveries import encode, load_fixture, signed_headers
 from bot.testing.fake_github import FakeGitHub, serve
-from bot.testing.server_process import running_server
+from bot.testing.server_process import free_port, running_server
 from tests.execution_support import agent_script, make_remote
 from tests.support import WEBHOOK_SECRET, rsa_private_key_pem
 
@@ -99,7 +99,13 @@ def payload(kind: str, *, number: int, **fields: object) -> dict:
     return data
 
 
-def make_world(tmp_path: Path, *, extra_env: dict[str, str] | None = None) -> Iterator[World]:
+def make_world(
+    tmp_path: Path,
+    *,
+    extra_env: dict[str, str] | None = None,
+    before_start: Callable[[FakeGitHub], object] | None = None,
+) -> Iterator[World]:
+    """The world; `before_start(fake)` runs once GitHub is up and before the server starts."""
     remote = make_remote(tmp_path)
     fake = FakeGitHub(api_url="http://127.0.0.1/api/v3")
     fake.add_repo(REPO, clone_url=f"file://{remote}")
@@ -113,14 +119,21 @@ def make_world(tmp_path: Path, *, extra_env: dict[str, str] | None = None) -> It
         "  sandbox: none\ngates:\n  detect: false\n  strict: true\n  custom:\n    - name: files\n"
         '      command: "grep -q done story-*.txt"\n',
     )
-    with (
-        serve(fake) as api,
-        running_server(
+    port = free_port()  # GitHub's webhook points there before the server listens
+    fake.hooks.url, fake.hooks.target, fake.hooks.secret = (
+        f"http://127.0.0.1:{port}/webhook",
+        "network",
+        WEBHOOK_SECRET,
+    )
+    with serve(fake) as api:
+        if before_start is not None:
+            before_start(fake)
+        with running_server(
             tmp_path,
             api_url=api,
             webhook_secret=WEBHOOK_SECRET,
             private_key_pem=rsa_private_key_pem(),
             extra_env=extra_env,
-        ) as (url, _proc),
-    ):
-        yield World(tmp_path, fake, api, url, remote)
+            port=port,
+        ) as (url, _proc):
+            yield World(tmp_path, fake, api, url, remote)

@@ -211,13 +211,14 @@ async def test_pull_requests(port: GitHubKitPort, fake: FakeGitHub) -> None:
     assert listed is not None and listed.merged  # the list shape has merged_at only
 
 
-async def test_duplicate_pull_request_is_a_github_error(port: GitHubKitPort, fake: FakeGitHub) -> None:
+async def test_duplicate_pull_request_is_the_existing_one(port: GitHubKitPort, fake: FakeGitHub) -> None:
+    """GitHub's 422 "A pull request already exists" answers which pull request that is."""
     fake.add_branch(REPO, "trunk")
     fake.add_branch(REPO, "cascade/x")
-    await port.create_pull_request(REPO, title="A", body="", head="cascade/x", base="trunk")
-    with pytest.raises(GitHubError) as caught:
-        await port.create_pull_request(REPO, title="A", body="", head="cascade/x", base="trunk")
-    assert caught.value.status == 422
+    first = await port.create_pull_request(REPO, title="A", body="", head="cascade/x", base="trunk")
+    again = await port.create_pull_request(REPO, title="A", body="", head="cascade/x", base="trunk")
+    assert again.number == first.number and list(fake.repo(REPO).pulls) == [first.number]
+    assert fake.requests_to("POST", rf"/repos/{REPO}/pulls")[-1].status == 422
 
 
 async def test_request_reviewers_with_nobody_sends_nothing(port: GitHubKitPort, fake: FakeGitHub) -> None:

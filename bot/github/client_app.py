@@ -1,0 +1,47 @@
+"""The port's calls made as the App itself (JWT): its webhook's deliveries (a part of `GitHubKitPort`).
+
+A port over an installation or a token cannot make them: GitHub answers 401.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from githubkit import GitHub
+
+from bot.github.client_base import drop_none, github_errors, json_list
+from bot.github.models import HookDelivery
+
+
+def next_cursor(link: str) -> str | None:
+    """The `cursor` of the `rel="next"` URL of a Link header, if any."""
+    for part in link.split(","):
+        url, _, rel = part.partition(";")
+        if 'rel="next"' in rel:
+            cursors = parse_qs(urlsplit(url.strip().strip("<>")).query).get("cursor")
+            return cursors[0] if cursors else None
+    return None
+
+
+class AppCalls:
+    """The App's webhook deliveries, over a githubkit client authenticated as the App."""
+
+    _github: GitHub[Any]
+    _headers: dict[str, str]
+
+    async def list_hook_deliveries(
+        self, *, per_page: int = 100, cursor: str | None = None
+    ) -> tuple[list[HookDelivery], str | None]:
+        """One page of the App's deliveries, newest first, and the cursor of the next page."""
+        with github_errors("list the App's webhook deliveries"):
+            resp = await self._github.rest.apps.async_list_webhook_deliveries(
+                headers=self._headers, **drop_none(per_page=per_page, cursor=cursor)
+            )
+        items = [HookDelivery.from_api(item) for item in json_list(resp)]
+        return items, next_cursor(resp.headers.get("link", ""))
+
+    async def redeliver(self, delivery_id: int) -> None:
+        """Ask GitHub to send a delivery again (it keeps its GUID)."""
+        with github_errors(f"ask for webhook delivery {delivery_id} again"):
+            await self._github.rest.apps.async_redeliver_webhook_delivery(delivery_id, headers=self._headers)
