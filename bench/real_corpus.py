@@ -303,3 +303,30 @@ async def check_by_hand(chosen: list[Project], base: Path, *, jobs: int, timeout
     else:
         shutil.rmtree(base, ignore_errors=True)
     return 0 if all(results) else 1
+
+
+def registry_egress() -> str | None:
+    """The setup egress list this machine needs, when the default one cannot work here.
+
+    Setup reaches the package registries only through the egress proxy, which refuses a name
+    that resolves to a non-public address unless that address is listed too. Where the
+    registries resolve inward (a mirror on a private or reserved address, as on some build
+    machines), the defaults are kept and those addresses added; None when the defaults work.
+    """
+    import socket
+
+    from bot.workspace.egress import DEFAULT_SETUP_EGRESS, public
+
+    extra: set[str] = set()
+    for host in DEFAULT_SETUP_EGRESS:
+        try:
+            infos = socket.getaddrinfo(host, 443, type=socket.SOCK_STREAM)
+        except OSError:
+            continue
+        for info in infos:
+            address = str(info[4][0])
+            if not public(address):
+                extra |= {f"{address}:443", f"{address}:80"} if ":" not in address else {f"[{address}]:443"}
+    if not extra:
+        return None
+    return ",".join([*DEFAULT_SETUP_EGRESS, *sorted(extra)])

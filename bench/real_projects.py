@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -47,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
-from bench.real_corpus import CORPUS, Project, check_by_hand, download, make_repo  # noqa: E402
+from bench.real_corpus import CORPUS, Project, check_by_hand, download, make_repo, registry_egress  # noqa: E402
 from bot.errors import LLMError  # noqa: E402
 from bot.llm.base import Completion, Message, ToolSpec  # noqa: E402
 from bot.llm.scripted import tool_reply  # noqa: E402
@@ -370,6 +371,9 @@ async def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"not in the corpus: {', '.join(unknown)} (known: {', '.join(known)})")
     chosen = [known[name] for name in args.only] if args.only else CORPUS
+    if "PLAN_CASCADE_SETUP_EGRESS" not in os.environ and (egress := registry_egress()):
+        os.environ["PLAN_CASCADE_SETUP_EGRESS"] = egress
+        print(f"the registries resolve to non-public addresses here: PLAN_CASCADE_SETUP_EGRESS={egress}")
     base = Path(tempfile.mkdtemp(prefix="plan-cascade-real-"))
     print(f"Plan Cascade at {code_version()}; {len(chosen)} project(s)", flush=True)
     gate = asyncio.Semaphore(max(1, args.jobs))

@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.envsetup import MANIFESTS, detect_setup  # noqa: E402
+from bench.real_corpus import registry_egress  # noqa: E402
+from bot.envsetup import detect_setup  # noqa: E402
 from bot.orchestration.envcopy import keep_base_environment, reuse_base_environment, setup_wrote  # noqa: E402
 from bot.orchestration.setup import prepare  # noqa: E402
 from bot.workspace.jail import Sandbox  # noqa: E402
@@ -84,12 +85,10 @@ async def main(spec: str) -> int:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         files = project_files(spec, tmp / "sdist")
-        top = {name: text for name, text in files.items() if "/" not in name}
-        commands = detect_setup(
-            list(top), {n: top.get(n) for n in MANIFESTS}.get, uv=uv_program(None) is not None
-        )
+        commands = detect_setup(list(files), files.get, uv=uv_program(None) is not None).commands
         print(f"{spec}: {len(files)} files; setup (detected): {' && '.join(commands)}")
         remote = make_remote(tmp, files)
+        egress = registry_egress()  # the README's default list, plus this machine's inward addresses
         state = approved_state(PRD).model_copy(update={"setup": commands, "setup_source": "detected"})
         from bot.repoconfig import load_repo_config
 
@@ -98,7 +97,7 @@ async def main(spec: str) -> int:
             remote,
             state,
             load_repo_config("setup_timeout_seconds: 1800\n"),
-            sandbox=Sandbox(mode="auto"),
+            sandbox=Sandbox(mode="auto", setup_egress=tuple(egress.split(",")) if egress else None),
         )
         await run.mirror.fetch()
         dist = spec.split("==")[0]

@@ -146,3 +146,14 @@ def test_the_setting_is_validated_and_defaults_to_the_public_registries(tmp_path
     assert make_settings(tmp_path, PLAN_CASCADE_SETUP_EGRESS="none").sandbox_policy().setup_egress == ()
     with pytest.raises(ValueError, match="PLAN_CASCADE_SETUP_EGRESS"):
         make_settings(tmp_path, PLAN_CASCADE_SETUP_EGRESS="https://pypi.org/simple")
+
+
+async def test_a_name_that_resolves_inward_is_reached_only_at_a_listed_address() -> None:
+    """A registry mirror on the private network: its name is listed, and so is its address."""
+    resolve = resolver({"pypi.org": ["203.0.113.80"], "mirror.corp": ["10.0.0.7"]})
+    bare = parse_egress("pypi.org")
+    assert (await destination("pypi.org", 443, bare, resolve=resolve))[0] is None
+    listed = parse_egress("pypi.org, 203.0.113.80:443, mirror.corp")
+    assert await destination("pypi.org", 443, listed, resolve=resolve) == ("203.0.113.80", "")
+    assert (await destination("pypi.org", 80, listed, resolve=resolve))[0] is None, "that port only"
+    assert (await destination("mirror.corp", 443, listed, resolve=resolve))[0] is None

@@ -126,7 +126,9 @@ async def destination(
         addresses = await resolve(host, port)
     except OSError as exc:
         return None, f"{host} does not resolve: {exc}"
-    inward = [a for a in addresses if not public(a)]
+    # A name that resolves inward (a registry mirror on the private network, split-horizon DNS)
+    # is reached only at an address the operator listed with this port as well.
+    inward = [a for a in addresses if not public(a) and not any(e.matches(a, port) for e in allowed)]
     if not addresses or inward:
         return None, f"{host} resolves to a non-public address ({', '.join(inward) or 'none'})"
     return addresses[0], ""
