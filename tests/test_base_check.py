@@ -14,19 +14,12 @@ import pytest
 
 from bot.state import PlanStatus, StoryStatus
 from bot.state_block import decode_state
-from tests.execution_support import agent_script, git, make_remote
-from tests.harness import REPO, Harness, commented
+from tests.execution_support import git
+from tests.harness import Harness, commented
 from tests.pkgindex import PackageIndex, repack_installed
-from tests.test_publishing import PRD
-from tests.test_setup_env import check_runs, egress
+from tests.test_setup_env import check_runs, indexed, plan_and_run
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-CONFIG = """agent:
-  default: script
-  commands:
-    script: "{script} {{story_id}} {{worktree}} {{prompt_file}}"
-{extra}"""
-
 STRICT_PROJECT = {
     "README.md": "# calc\n",
     "pyproject.toml": (
@@ -50,29 +43,6 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackageIndex]:
         yield served
 
 
-async def plan_and_run(h: Harness, tmp_path: Path, files: dict[str, str], *, agent: str, extra: str) -> Path:
-    """A repository of `files`, a three-story plan approved, its stories run by the `agent` script."""
-    remote = make_remote(tmp_path, {**files, ".github/plan-cascade.yml": ""})
-    calls = tmp_path / "calls.txt"
-    script = agent_script(
-        tmp_path, "agent.sh", f'id=$(echo "$1" | tr A-Z a-z)\necho "$1" >> {calls}\n{agent}'
-    )
-    seed = tmp_path / "seed"
-    (seed / ".github" / "plan-cascade.yml").write_text(CONFIG.format(script=script, extra=extra))
-    git("commit", "-qam", "config", cwd=seed)
-    git("push", "-q", str(remote), "main", cwd=seed)
-    h.fake.repo(REPO).clone_url = f"file://{remote}"
-    h.fake.set_permission(REPO, "maint", "maintain")
-    h.fake.add_issue(REPO, title="Greetings", body=PRD)
-    await h.deliver("issue_comment", commented(number=1, body="/plan-cascade plan", user="maint"))
-    await h.drain()
-    await h.deliver(
-        "issue_comment", commented(number=1, body="/plan-cascade approve", user="maint", association="MEMBER")
-    )
-    await h.drain()
-    return calls
-
-
 @needs_bwrap
 async def test_a_gate_failing_on_the_base_is_neutral_unless_the_story_adds_a_failure(
     tmp_path: Path, index: PackageIndex, monkeypatch: pytest.MonkeyPatch
@@ -86,13 +56,7 @@ async def test_a_gate_failing_on_the_base_is_neutral_unless_the_story_adds_a_fai
         'if [ "$1" = STORY-002 ]; then printf \'x: int = "one"\\n\' > "$2/calc/bad.py"; fi\n'
     )
     extra = "gates:\n  max_retries: 0\n"
-    monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-    async with Harness(
-        tmp_path,
-        execute=True,
-        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
-        PLAN_CASCADE_SETUP_EGRESS=egress(index),
-    ) as h:
+    async with indexed(tmp_path, index, monkeypatch) as h:
         await plan_and_run(h, tmp_path, STRICT_PROJECT, agent=agent, extra=extra)
         plan = h.plan_comments(1)[0].body
         state = decode_state(plan)

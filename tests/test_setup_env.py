@@ -53,6 +53,17 @@ def egress(index: PackageIndex) -> str:
     return index.url.split("/")[2]
 
 
+def indexed(tmp_path: Path, index: PackageIndex, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    """A server whose setup installs from our loopback index, and may reach it."""
+    monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
+    return Harness(
+        tmp_path,
+        execute=True,
+        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
+        PLAN_CASCADE_SETUP_EGRESS=egress(index),
+    )
+
+
 # -- detection (pure) --------------------------------------------------------------------------
 def detect(files: dict[str, str], *, uv: bool = True) -> list[str]:
     return detect_setup(list(files), files.get, uv=uv).commands
@@ -106,7 +117,7 @@ def test_setup_config_is_validated() -> None:
 CONFIG = """agent:
   default: script
   commands:
-    script: "{script} {{story_id}} {{worktree}}"
+    script: "{script} {{story_id}} {{worktree}} {{prompt_file}}"
 {extra}"""
 
 
@@ -164,14 +175,8 @@ async def rerequest(h: Harness, run) -> None:  # type: ignore[no-untyped-def]
 async def test_detected_setup_makes_the_detected_test_gate_pass_and_the_cache_serves_the_second_story(
     tmp_path: Path, index: PackageIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
     before = downloads_of(index, "tinydep")
-    async with Harness(
-        tmp_path,
-        execute=True,
-        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
-        PLAN_CASCADE_SETUP_EGRESS=egress(index),
-    ) as h:
+    async with indexed(tmp_path, index, monkeypatch) as h:
         # Both stories of batch 1 at once.
         await plan_and_run(h, tmp_path, REPO_FILES, extra="execution:\n  max_parallel: 2\n")
         plan = h.plan_comments(1)[0].body
@@ -213,13 +218,7 @@ async def test_without_setup_no_python_gate_is_detected_and_a_configured_one_is_
     """`setup: []` is a bare checkout: no `.venv`, so no detected Python gate (it would find no
     tool); a test gate configured anyway cannot pass there, on the base either: it is neutral
     (not `gates.strict`), the story is not blamed for it."""
-    monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-    async with Harness(
-        tmp_path,
-        execute=True,
-        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
-        PLAN_CASCADE_SETUP_EGRESS=egress(index),
-    ) as h:
+    async with indexed(tmp_path, index, monkeypatch) as h:
         await plan_and_run(h, tmp_path, REPO_FILES, extra="setup: []\ngates:\n  max_retries: 0\n")
         state = decode_state(h.plan_comments(1)[0].body)
         assert state is not None and state.setup == [] and state.setup_source == "none"

@@ -20,7 +20,7 @@ from bot.state import PlanStatus
 from bot.state_block import decode_state
 from tests.harness import Harness
 from tests.pkgindex import PackageIndex, build_wheel, repack_installed
-from tests.test_setup_env import check_runs, egress, needs_bwrap, plan_and_run
+from tests.test_setup_env import check_runs, indexed, needs_bwrap, plan_and_run
 
 pytestmark = needs_bwrap
 
@@ -74,14 +74,8 @@ async def test_a_flat_layout_without_a_build_system_survives_a_new_top_level_fol
     `-e .`, setuptools would refuse it ("Multiple top-level packages discovered in a
     flat-layout"): without a [build-system] the project is not meant to be built, so only its
     dependencies and dev extra are installed, as uv does for a virtual project."""
-    monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
     agent = 'mkdir -p "$2/stories"\necho done > "$2/stories/$id.md"\necho done > "$2/$id.txt"\n'
-    async with Harness(
-        tmp_path,
-        execute=True,
-        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
-        PLAN_CASCADE_SETUP_EGRESS=egress(index),
-    ) as h:
+    async with indexed(tmp_path, index, monkeypatch) as h:
         await plan_and_run(h, tmp_path, FLAT, agent=agent)
         passed_everywhere(h, ["test"])
         state = decode_state(h.plan_comments(1)[0].body)
@@ -125,13 +119,7 @@ async def test_test_tools_kept_in_dev_requirements_and_tox_ini_make_the_detected
 ) -> None:
     """Before, this project got no setup at all (a pyproject without [project]) and its gates
     ended in "mypy: command not found" and "No module named pytest"."""
-    monkeypatch.setenv("UV_DEFAULT_INDEX", index.url)
-    async with Harness(
-        tmp_path,
-        execute=True,
-        PLAN_CASCADE_SETUP_ENV="UV_DEFAULT_INDEX",
-        PLAN_CASCADE_SETUP_EGRESS=egress(index),
-    ) as h:
+    async with indexed(tmp_path, index, monkeypatch) as h:
         await plan_and_run(h, tmp_path, SLUG)
         passed_everywhere(h, ["typecheck", "test"])
         state = decode_state(h.plan_comments(1)[0].body)

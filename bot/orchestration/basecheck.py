@@ -21,12 +21,12 @@ import logging
 from pathlib import Path
 
 from bot.gates.baseline import base_gate
-from bot.gates.detect import GateSpec, gates_from_config
+from bot.gates.detect import GateSpec
 from bot.gates.run import run_gate
 from bot.orchestration.envcopy import keep_base_environment, setup_wrote
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.setup import gate_confinement, prepare, tool_env
-from bot.orchestration.story import cleanup
+from bot.orchestration.story import cleanup, gate_specs
 from bot.plan.baseline import BaseCheck
 from bot.state import StoryStatus
 from bot.workspace.worktree import Worktree, add_worktree
@@ -39,16 +39,7 @@ def base_specs(run: Run, root: Path) -> list[GateSpec]:
     """The gates judged against the base: all of them, or only detected ones with `gates.strict`."""
     g = run.config.gates
     configured = {"typecheck": g.typecheck, "test": g.test, "lint": g.lint}
-    specs = gates_from_config(
-        typecheck=g.typecheck,
-        test=g.test,
-        lint=g.lint,
-        custom=[(c.name, c.command) for c in g.custom],
-        detect=g.detect,
-        root=root,
-        verification=None,
-        timeout_seconds=g.timeout_seconds,
-    )
+    specs = gate_specs(run, None, root)
     if not g.strict:
         return specs
     return [s for s in specs if s.kind in configured and configured[s.kind] is None]

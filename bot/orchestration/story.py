@@ -41,8 +41,9 @@ from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha,
 log = logging.getLogger(__name__)
 
 
-def gate_specs(run: Run, story: Story, root: Path) -> list[GateSpec]:
-    """Configured or detected gates, plus the story's own verification command."""
+def gate_specs(run: Run, story: Story | None, root: Path) -> list[GateSpec]:
+    """Configured or detected gates, plus the story's own verification command (none without
+    a story: the base check runs the gates every story shares)."""
     g = run.config.gates
     return gates_from_config(
         typecheck=g.typecheck,
@@ -51,9 +52,9 @@ def gate_specs(run: Run, story: Story, root: Path) -> list[GateSpec]:
         custom=[(c.name, c.command) for c in g.custom],
         detect=g.detect,
         root=root,
-        verification=story.verification,
+        verification=story.verification if story is not None else None,
         timeout_seconds=g.timeout_seconds,
-        setup=run.state.setup,  # setup-detect: a detected Python gate needs its tool in this environment
+        setup=run.state.setup,  # a detected Python gate needs its tool in this environment
     )
 
 
