@@ -27,7 +27,7 @@ from bot.db.engine import Database
 from bot.db.queue import utcnow
 from bot.log import register_secret
 from bot.metrics import Metrics
-from bot.rendering.env import money, templates_dir, tokens
+from bot.rendering.env import money, plural, templates_dir, tokens
 from bot.repocache import RepoCache
 from bot.settings import Settings
 from bot.status.access import COOKIE, SECURITY_HEADERS, Access, cookie_header, safe_next
@@ -73,7 +73,7 @@ def html_env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(money=money, tokens=tokens, span=span)
-    env.globals.update(ago=ago, refresh_seconds=REFRESH_SECONDS)
+    env.globals.update(ago=ago, plural=plural, refresh_seconds=REFRESH_SECONDS)
     return env
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,6 +35,7 @@ class Overview:
     plans: tuple[PlanSummary, ...]
     plans_matching: int
     plans_total: int
+    plans_by_status: dict[str, int]
     unreadable_plans: tuple[str, ...]
     repositories: tuple[str, ...]
     statuses: tuple[str, ...]
@@ -67,6 +69,7 @@ def overview(
         plans=tuple(shown),
         plans_matching=matching,
         plans_total=len(summaries),
+        plans_by_status=dict(sorted(Counter(s.status for s in summaries).items())),
         unreadable_plans=tuple(plans.unreadable),
         repositories=tuple(sorted({s.repo for s in summaries}, key=str.lower)),
         statuses=tuple(sorted({s.status for s in summaries})),
