@@ -32,9 +32,10 @@ from bot.repocache import RepoCache
 from bot.settings import Settings
 from bot.status.access import COOKIE, SECURITY_HEADERS, Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
+from bot.status.lines import PlanLines
 from bot.status.page import PLAN_LIMIT, overview
 from bot.status.plans import Filters, github_web_url
-from bot.status.reads import read_intake, read_plan, read_plans, read_work, requeue
+from bot.status.reads import read_intake, read_plan, read_work, requeue
 
 MAX_FORM_BYTES = 4096
 REFRESH_SECONDS = 3
@@ -113,6 +114,7 @@ def status_router(
 ) -> APIRouter:
     """The routes of the status page, reading `db` and this process's metrics and caches."""
     router = APIRouter()
+    lines = PlanLines(web_url=web_url)
 
     def budgets(repos: set[str]) -> dict[str, float | None]:
         """`limits.max_cost_usd` of each repository whose config this process has cached."""
@@ -139,7 +141,7 @@ def status_router(
 
     async def overview_of(request: Request) -> Any:
         now = clock()
-        rows = await read_plans(db)
+        rows = await lines.read(db)
         repo, status = request.query_params.get("repo") or None, request.query_params.get("status") or None
         limit = request.query_params.get("limit", "")
         return overview(
@@ -147,9 +149,8 @@ def status_router(
             queue=await read_work(db, now=now),
             deliveries=await read_intake(db),
             answers=answers(),
-            budgets=budgets({record.repo for record, _ in rows.plans}),
+            budgets=budgets({line.repo for line in rows.lines}),
             filters=Filters(repo=repo, status=status),
-            web_url=web_url,
             now=now,
             limit=min(int(limit), 5000) if limit.isdigit() else PLAN_LIMIT,
         )

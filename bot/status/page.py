@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from bot.status.lines import PlanRows
 from bot.status.operations import (
     Installation,
     Intake,
@@ -19,8 +20,8 @@ from bot.status.operations import (
     spend,
     work,
 )
-from bot.status.plans import Filters, PlanSummary, plan_summary, plan_table
-from bot.status.reads import IntakeRows, PlanRows, WorkRows
+from bot.status.plans import Filters, PlanSummary, plan_table, with_budget
+from bot.status.reads import IntakeRows, WorkRows
 
 PLAN_LIMIT = 200
 """Plans listed at most (newest activity first); filters narrow the rest down."""
@@ -53,15 +54,11 @@ def overview(
     answers: Iterable[tuple[str, dict[str, str], float]],
     budgets: Mapping[str, float | None],
     filters: Filters,
-    web_url: str,
     now: datetime,
     limit: int = PLAN_LIMIT,
 ) -> Overview:
     """The overview from the database's rows, this process's counters and known budgets."""
-    summaries = [
-        plan_summary(record, state, web_url=web_url, budget_usd=budgets.get(record.repo))
-        for record, state in plans.plans
-    ]
+    summaries = [with_budget(line, budgets.get(line.repo)) for line in plans.lines]
     shown, matching = plan_table(summaries, filters, limit=limit)
     return Overview(
         generated_at=now,
@@ -88,5 +85,5 @@ def overview(
             answers=answers_by_outcome(answers),
         ),
         spend=spend(summaries, now=now),
-        installations=installations((record.repo, record.installation_id) for record, _ in plans.plans),
+        installations=installations(plans.installations),
     )

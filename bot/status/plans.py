@@ -1,24 +1,37 @@
 """Plans as the status page shows them: pure functions from cached plan rows to view models.
 
-Input is what the `plans` table holds (a `PlanRecord` and its parsed `PlanState`); nothing
+Input is what the `plans` table holds (a row's columns and its parsed `PlanState`); nothing
 here reads the database, GitHub or a model. Every text field is left as the bot or a person
 wrote it: the HTML templates escape it (autoescape) and the JSON is JSON.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Protocol
 from urllib.parse import quote, urlsplit
 
-from bot.db.models import PlanRecord
 from bot.state import PlanState, StoryStatus, totals
 
 DEFAULT_BUDGET_USD = 25.0
 """`limits.max_cost_usd` when the repository's config is not in this process's cache."""
 
 _FINISHED = {StoryStatus.PASSED.value, StoryStatus.SKIPPED.value, StoryStatus.CANCELLED.value}
+
+
+class PlanRow(Protocol):
+    """The columns of a `plans` row the page reads besides the state (a `PlanRecord` is one)."""
+
+    @property
+    def repo(self) -> str: ...
+    @property
+    def issue_number(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def updated_at(self) -> datetime: ...
 
 
 def aware(value: datetime | None) -> datetime | None:
@@ -137,14 +150,14 @@ def batch_tally(state: PlanState) -> Tally:
     )
 
 
-def last_activity(record: PlanRecord, state: PlanState) -> datetime | None:
+def last_activity(record: PlanRow, state: PlanState) -> datetime | None:
     """The newest of the row's write and the state's own time."""
     times = [t for t in (aware(record.updated_at), aware(state.updated_at)) if t is not None]
     return max(times) if times else None
 
 
 def plan_summary(
-    record: PlanRecord, state: PlanState, *, web_url: str, budget_usd: float | None = None
+    record: PlanRow, state: PlanState, *, web_url: str, budget_usd: float | None = None
 ) -> PlanSummary:
     """A cached plan as one line of the plans table. `budget_usd`: the repository's
     `limits.max_cost_usd` when this process has its config cached (else the default is shown)."""
@@ -197,7 +210,8 @@ def plan_table(
     return kept[:limit], len(kept)
 
 
-def budgets_from(configs: Mapping[str, float | None], repos: Iterable[str]) -> dict[str, float | None]:
-    """Each repository's budget as known to this process (lower-cased lookup), None if unknown."""
-    lowered = {k.lower(): v for k, v in configs.items()}
-    return {repo: lowered.get(repo.lower()) for repo in repos}
+def with_budget(plan: PlanSummary, budget_usd: float | None) -> PlanSummary:
+    """`plan` against its repository's budget when this process knows it (else the default stays)."""
+    if budget_usd is None:
+        return plan
+    return replace(plan, budget_usd=budget_usd, budget_known=True)

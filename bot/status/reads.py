@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import ValidationError
-from sqlalchemy import case, func, select, update
+from sqlalchemy import Text, case, func, select, tuple_, type_coerce, update
 
 from bot.db.engine import Database
 from bot.db.models import Delivery, Job, PlanRecord
@@ -17,37 +17,73 @@ from bot.status.operations import WaitingRow
 log = logging.getLogger(__name__)
 LIST_LIMIT = 50
 """Rows per list (running, retrying and dead jobs, deliveries): the page stays small."""
+STATE_CHUNK = 400
+"""Plans whose state one query reads (SQLite allows 999 bound parameters in old versions)."""
 
 
 @dataclass(frozen=True)
-class PlanRows:
-    """Every cached plan that parses, and the keys of those that do not."""
+class PlanHead:
+    """A `plans` row without its state: enough to tell whether the state changed."""
 
-    plans: list[tuple[PlanRecord, PlanState]]
-    unreadable: list[str]
+    repo: str
+    issue_number: int
+    status: str
+    installation_id: int | None
+    updated_at: datetime
+    version: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.repo, self.issue_number
+
+    @property
+    def stamp(self) -> tuple[str, int, datetime, int | None]:
+        """Changes whenever the row is written (every write sets `updated_at`)."""
+        return self.status, self.version, self.updated_at, self.installation_id
 
 
-def parse_state(record: PlanRecord) -> PlanState | None:
-    """The row's plan state, or None when it does not parse (a cache written by another version)."""
+def parse_state(raw: object, *, key: tuple[str, int]) -> PlanState | None:
+    """A row's plan state from the column's JSON text (or a decoded dict), or None when it does
+    not parse (a cache written by another version)."""
     try:
-        return PlanState.model_validate(record.state)
+        if isinstance(raw, str | bytes):
+            return PlanState.model_validate_json(raw)
+        return PlanState.model_validate(raw)
     except ValidationError:
-        log.warning("status page: the cached state of %s#%s does not parse", record.repo, record.issue_number)
+        log.warning("status page: the cached state of %s#%s does not parse", *key)
         return None
 
 
-async def read_plans(db: Database) -> PlanRows:
-    """All cached plans (one query)."""
+async def read_heads(db: Database) -> list[PlanHead]:
+    """Every cached plan's row, without the state (one query)."""
+    columns = (
+        PlanRecord.repo,
+        PlanRecord.issue_number,
+        PlanRecord.status,
+        PlanRecord.installation_id,
+        PlanRecord.updated_at,
+        PlanRecord.version,
+    )
     async with db.read() as session:
-        records = list((await session.execute(select(PlanRecord))).scalars())
-    plans, unreadable = [], []
-    for record in records:
-        state = parse_state(record)
-        if state is None:
-            unreadable.append(f"{record.repo}#{record.issue_number}")
-        else:
-            plans.append((record, state))
-    return PlanRows(plans, unreadable)
+        rows = await session.execute(select(*columns))
+        return [PlanHead(*row) for row in rows.all()]
+
+
+async def read_states(db: Database, keys: list[tuple[str, int]]) -> dict[tuple[str, int], PlanState | None]:
+    """The parsed states of some plans, read as JSON text and parsed in one step (pydantic's parser)."""
+    found: dict[tuple[str, int], PlanState | None] = {}
+    raw_state = type_coerce(PlanRecord.state, Text)
+    async with db.read() as session:
+        for start in range(0, len(keys), STATE_CHUNK):
+            chunk = keys[start : start + STATE_CHUNK]
+            rows = await session.execute(
+                select(PlanRecord.repo, PlanRecord.issue_number, raw_state).where(
+                    tuple_(PlanRecord.repo, PlanRecord.issue_number).in_(chunk)
+                )
+            )
+            for repo, issue, raw in rows.all():
+                found[(repo, issue)] = parse_state(raw, key=(repo, issue))
+    return found
 
 
 async def read_plan(db: Database, repo: str, issue: int) -> tuple[PlanRecord, PlanState] | None:
@@ -63,7 +99,7 @@ async def read_plan(db: Database, repo: str, issue: int) -> tuple[PlanRecord, Pl
             record = found.scalars().first()
     if record is None:
         return None
-    state = parse_state(record)
+    state = parse_state(record.state, key=(record.repo, record.issue_number))
     return None if state is None else (record, state)
 
 

@@ -231,3 +231,33 @@ async def test_the_queue_and_intake_reads_on_a_real_database(tmp_path: Path) -> 
     assert [d.id for d in seen.recent] == ["d-2", "d-1"]
     assert {j.id for j in seen.jobs} == {4, 5} and [(d.id, j.id) for d, j in seen.failed] == [("d-1", 4)]
     await db.dispose()
+
+
+async def test_plan_lines_are_remade_only_for_rows_that_changed(tmp_path: Path) -> None:
+    from bot.db.models import PlanRecord
+    from bot.status.lines import PlanLines
+    from tests.status.seed import plan_values
+
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'status.db'}")
+    await db.migrate()
+    first, second = running_plan("a/x", 1), running_plan("a/x", 2)
+    async with db.write() as session:
+        session.add(PlanRecord(**plan_values(first)))
+        session.add(PlanRecord(**plan_values(second)))
+        session.add(PlanRecord(**{**plan_values(running_plan("a/x", 3)), "state": {"not": "a plan"}}))
+    lines = PlanLines(web_url=WEB)
+    before = {line.key: line for line in (await lines.read(db)).lines}
+    passed = update_story(second, "STORY-002", status=StoryStatus.PASSED)
+    async with db.write() as session:
+        row = await session.get(PlanRecord, ("a/x", 2))
+        assert row is not None
+        row.state, row.version, row.updated_at = passed.model_dump(mode="json"), 6, NOW + timedelta(seconds=1)
+    rows = await lines.read(db)
+    after = {line.key: line for line in rows.lines}
+    assert after["a/x#1"] is before["a/x#1"], "an unchanged row is not parsed again"
+    assert after["a/x#2"].stories.done == 2 and before["a/x#2"].stories.done == 1
+    assert rows.unreadable == ["a/x#3"] and sorted(rows.installations) == [("a/x", 777)] * 3
+    async with db.write() as session:
+        await session.delete(await session.get(PlanRecord, ("a/x", 1)))
+    assert [line.key for line in (await lines.read(db)).lines] == ["a/x#2"]
+    await db.dispose()
