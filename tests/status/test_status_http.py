@@ -189,3 +189,24 @@ async def test_the_partial_answer_is_the_main_element_only(site) -> None:
     part = (await client.get("/status", headers={"x-status-partial": "1"})).text
     assert part.lstrip().startswith('<main id="content"') and "<html" not in part
     assert SECRET_TITLE in part
+
+
+async def test_signing_out_needs_the_csrf_token_and_ends_the_session(site) -> None:
+    client, _ = site
+    await _sign_in(client)
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    assert (await client.post("/status/logout", content="csrf=forged", headers=form)).status_code == 403
+    page = (await client.get("/status")).text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)  # type: ignore[union-attr]
+    out = await client.post("/status/logout", content=f"csrf={csrf}", headers=form)
+    assert out.status_code == 303 and "Max-Age=0" in out.headers["set-cookie"]
+    assert (await client.get("/status")).status_code == 401
+
+
+async def test_the_sign_in_form_returns_only_to_pages_of_the_status_site(site) -> None:
+    client, _ = site
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    resp = await client.post("/status/login", content=f"token={TOKEN}&next=//evil.example/x", headers=form)
+    assert resp.status_code == 303 and resp.headers["location"] == "/status"
+    big = await client.post("/status/login", content="token=" + "x" * 10_000, headers=form)
+    assert big.status_code == 401
