@@ -210,3 +210,28 @@ async def test_the_sign_in_form_returns_only_to_pages_of_the_status_site(site) -
     assert resp.status_code == 303 and resp.headers["location"] == "/status"
     big = await client.post("/status/login", content="token=" + "x" * 10_000, headers=form)
     assert big.status_code == 401
+
+
+@pytest.mark.e2e
+def test_behind_a_tls_proxy_on_loopback_the_real_server_marks_the_cookie_secure(tmp_path: Path) -> None:
+    """`serve` trusts `X-Forwarded-Proto` from loopback only (uvicorn's FORWARDED_ALLOW_IPS default)."""
+    import httpx
+
+    from bot.testing.server_process import running_server
+    from tests.support import WEBHOOK_SECRET, rsa_private_key_pem
+
+    with running_server(
+        tmp_path,
+        api_url="http://127.0.0.1:9/api/v3",
+        webhook_secret=WEBHOOK_SECRET,
+        private_key_pem=rsa_private_key_pem(),
+        extra_env={"PLAN_CASCADE_STATUS_TOKEN": TOKEN},
+        serve_args=["--no-workers"],
+    ) as (url, _proc):
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        plain = httpx.post(f"{url}/status/login", content=f"token={TOKEN}", headers=form)
+        proxied = httpx.post(
+            f"{url}/status/login", content=f"token={TOKEN}", headers={**form, "x-forwarded-proto": "https"}
+        )
+    assert plain.status_code == proxied.status_code == 303
+    assert "Secure" not in plain.headers["set-cookie"] and "Secure" in proxied.headers["set-cookie"]
