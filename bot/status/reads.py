@@ -69,9 +69,10 @@ async def read_heads(db: Database) -> list[PlanHead]:
         return [PlanHead(*row) for row in rows.all()]
 
 
-async def read_states(db: Database, keys: list[tuple[str, int]]) -> dict[tuple[str, int], PlanState | None]:
-    """The parsed states of some plans, read as JSON text and parsed in one step (pydantic's parser)."""
-    found: dict[tuple[str, int], PlanState | None] = {}
+async def read_states(db: Database, keys: list[tuple[str, int]]) -> dict[tuple[str, int], object]:
+    """The states of some plans as the column holds them: JSON text, for :func:`parse_state`
+    (pydantic parses and validates it in one step)."""
+    found: dict[tuple[str, int], object] = {}
     raw_state = type_coerce(PlanRecord.state, Text)
     async with db.read() as session:
         for start in range(0, len(keys), STATE_CHUNK):
@@ -82,7 +83,7 @@ async def read_states(db: Database, keys: list[tuple[str, int]]) -> dict[tuple[s
                 )
             )
             for repo, issue, raw in rows.all():
-                found[(repo, issue)] = parse_state(raw, key=(repo, issue))
+                found[(repo, issue)] = raw
     return found
 
 
