@@ -8,7 +8,7 @@ revised, approvals, the last write), and in plan order what it records without a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from bot.db.models import PlanRecord
 from bot.plan.model import Story
@@ -254,7 +254,7 @@ def timeline(state: PlanState, batches: tuple[BatchView, ...]) -> tuple[Event, .
     if state.updated_at is not None:
         note = f": {state.note}" if state.note else ""
         timed.append(Event(aware(state.updated_at), f"last change — {state.status.value}{note}"))
-    timed.sort(key=lambda e: e.at or datetime.min)
+    timed.sort(key=lambda e: e.at or datetime.min.replace(tzinfo=UTC))
     untimed: list[Event] = []
     for batch in batches:
         for story in batch.stories:
