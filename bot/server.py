@@ -19,6 +19,7 @@ from bot.metrics import Metrics
 from bot.routing import Router
 from bot.services import Services
 from bot.settings import Settings
+from bot.status.http import status_routes
 from bot.webhook import Intake, WebhookApp
 from bot.worker import JobKinds, WorkerPool
 from bot.workspace.process import fast_child_watcher
@@ -112,8 +113,8 @@ def create_app(
     start_workers: bool = True,
     migrate: bool = True,
 ) -> WebhookApp:
-    """The application: `/webhook` (plain ASGI), then FastAPI's `/healthz`, `/metrics` and
-    lifespan (migrations, in-process workers)."""
+    """The application: `/webhook` (plain ASGI), then FastAPI's `/healthz`, `/metrics`, the
+    status page (when its token is set) and lifespan (migrations, in-process workers)."""
     settings.require_server_secrets()
     llm = settings.llm_problem()
     if llm is not None:
@@ -169,4 +170,9 @@ def create_app(
         rt.metrics.dead_jobs.set(counts.get("dead", 0))
         return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    status = status_routes(
+        settings, db=rt.db, metrics=rt.metrics, repo_cache=rt.services.repo_cache, wake=rt.wake.set
+    )
+    if status is not None:  # off (404) unless PLAN_CASCADE_STATUS_TOKEN is set
+        app.include_router(status)
     return WebhookApp(intake, app)

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
 
+MIN_STATUS_TOKEN = 16
+"""The shortest status-page token accepted."""
+
 # Values people leave in a copied .env: refuse them like a missing value.
 _PLACEHOLDERS = {"", "changeme", "change-me", "replace-me", "your-secret", "secret", "xxx", "todo", "..."}
 
@@ -103,6 +106,8 @@ class Settings(BaseSettings):
     """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
     """Key that signs the plan state hidden in plan comments; default derived from the webhook secret."""
+    status_token: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATUS_TOKEN")
+    """Turns on the operator's status page (`/status`, `/status.json`): the token that signs in to it."""
 
     @model_validator(mode="after")
     def _check_key_source(self) -> Settings:
@@ -177,6 +182,24 @@ class Settings(BaseSettings):
         problem = self.llm_problem()
         if problem is not None and problem[1]:
             raise ConfigurationError(problem[0])
+        self.status_token_value()
+
+    def status_token_value(self) -> str | None:
+        """The status page's token, or None when the page is off (unset or empty).
+
+        A token that is a placeholder or shorter than 16 characters is refused: the page shows
+        private repositories' plans and costs to whoever holds it.
+        """
+        token = self.status_token.get_secret_value().strip() if self.status_token else ""
+        if not token:
+            return None
+        if is_placeholder(token) or len(token) < MIN_STATUS_TOKEN:
+            raise ConfigurationError(
+                f"PLAN_CASCADE_STATUS_TOKEN must be at least {MIN_STATUS_TOKEN} characters and not a "
+                "placeholder: generate one with "
+                "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return token
 
     def sandbox_policy(
         self, *, default: str = "required", environ: Mapping[str, str] | None = None

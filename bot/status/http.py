@@ -1,0 +1,271 @@
+"""The status page's routes. Mounted by the app factory only when `PLAN_CASCADE_STATUS_TOKEN`
+is set: without it every `/status` path is a 404.
+
+- `GET /status`, `GET /status/plans/{owner}/{repo}/{issue}`: HTML (the sign-in form, 401, for a
+  visitor without a session or bearer token). With `X-Status-Partial: 1` only the page's
+  `<main>`: `status.js` fetches it every few seconds and swaps it in, without a reload.
+- `GET /status.json`, `GET /status/plans/{owner}/{repo}/{issue}.json`: the same data for scripts.
+- `POST /status/login` (token → session cookie), `POST /status/logout`,
+  `POST /status/jobs/{id}/requeue` (a dead job back in the queue; CSRF token required).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import jinja2
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from bot.db.engine import Database
+from bot.db.queue import utcnow
+from bot.log import register_secret
+from bot.metrics import Metrics
+from bot.rendering.env import money, plural, templates_dir, tokens
+from bot.repocache import RepoCache
+from bot.settings import Settings
+from bot.status.access import COOKIE, SECURITY_HEADERS, Access, cookie_header, safe_next
+from bot.status.detail import plan_detail
+from bot.status.lines import PlanLines
+from bot.status.page import PLAN_LIMIT, overview
+from bot.status.plans import Filters, github_web_url
+from bot.status.reads import read_intake, read_plan, read_work, requeue
+
+MAX_FORM_BYTES = 4096
+REFRESH_SECONDS = 3
+STATIC = {"status.js": "text/javascript; charset=utf-8", "status.css": "text/css; charset=utf-8"}
+
+
+def ago(moment: datetime | None, now: datetime) -> str:
+    """`12 s ago`, `5 min ago`, `3 h ago`, `2 d ago`; `—` when unknown."""
+    if moment is None:
+        return "—"
+    return span((now - moment).total_seconds()) + " ago"
+
+
+def span(seconds: float | None) -> str:
+    """A duration for people: `12 s`, `5 min`, `3 h 04 min`, `2 d 3 h`."""
+    if seconds is None:
+        return "—"
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"
+
+
+@functools.cache
+def html_env() -> jinja2.Environment:
+    """Jinja2 for HTML: autoescape on, so every text from issues, plans and models is text."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(money=money, tokens=tokens, span=span)
+    env.globals.update(ago=ago, plural=plural, refresh_seconds=REFRESH_SECONDS)
+    return env
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    body = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    return Response(body, status_code=status, media_type="application/json", headers=SECURITY_HEADERS)
+
+
+def _html(template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    page = html_env().get_template(f"status/{template}").render(**context)
+    return HTMLResponse(page, status_code=status, headers=SECURITY_HEADERS)
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """A small urlencoded form body, or None when it is too big."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
+        return None
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            return None
+    fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+    return {name: values[0] for name, values in fields.items()}
+
+
+def status_router(
+    *,
+    access: Access,
+    db: Database,
+    web_url: str,
+    metrics: Metrics | None = None,
+    repo_cache: RepoCache | None = None,
+    clock: Callable[[], datetime],
+    wake: Callable[[], None] | None = None,
+) -> APIRouter:
+    """The routes of the status page, reading `db` and this process's metrics and caches."""
+    router = APIRouter()
+    lines = PlanLines(web_url=web_url)
+
+    def budgets(repos: set[str]) -> dict[str, float | None]:
+        """`limits.max_cost_usd` of each repository whose config this process has cached."""
+        found: dict[str, float | None] = {}
+        for repo in repos:
+            info = repo_cache.info(repo) if repo_cache is not None else None
+            config = repo_cache.config(repo, info[0]) if repo_cache is not None and info else None
+            found[repo] = config.limits.max_cost_usd if config is not None else None
+        return found
+
+    def answers() -> list[tuple[str, dict[str, str], float]]:
+        if metrics is None:
+            return []
+        return [(s.name, dict(s.labels), s.value) for m in metrics.deliveries.collect() for s in m.samples]
+
+    def refused(request: Request, *, json: bool) -> Response:
+        if json:
+            return _json({"message": "sign in: send Authorization: Bearer <PLAN_CASCADE_STATUS_TOKEN>"}, 401)
+        nxt = safe_next(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+        return _html("login.html.j2", 401, next=nxt, failed=False)
+
+    def caller(request: Request) -> str | None:
+        return access.who(request.headers, request.cookies)
+
+    async def overview_of(request: Request) -> Any:
+        now = clock()
+        rows = await lines.read(db)
+        repo, status = request.query_params.get("repo") or None, request.query_params.get("status") or None
+        limit = request.query_params.get("limit", "")
+        return overview(
+            plans=rows,
+            queue=await read_work(db, now=now),
+            deliveries=await read_intake(db),
+            answers=answers(),
+            budgets=budgets({line.repo for line in rows.lines}),
+            filters=Filters(repo=repo, status=status),
+            now=now,
+            limit=min(int(limit), 5000) if limit.isdigit() else PLAN_LIMIT,
+        )
+
+    def page(request: Request, name: str, who: str, **context: Any) -> HTMLResponse:
+        partial = request.headers.get("x-status-partial") == "1"
+        session = request.cookies.get(COOKIE) if who == "session" else None
+        return _html(
+            f"_{name}" if partial else name,
+            csrf=access.csrf_for(session) if session else "",
+            signed_in=who == "session",
+            **context,
+        )
+
+    @router.get("/status")
+    async def status_page(request: Request) -> Response:
+        who = caller(request)
+        if who is None:
+            return refused(request, json=False)
+        view = await overview_of(request)
+        return page(request, "index.html.j2", who, view=view, now=view.generated_at)
+
+    @router.get("/status.json")
+    async def status_json(request: Request) -> Response:
+        if caller(request) is None:
+            return refused(request, json=True)
+        return _json(await overview_of(request))
+
+    @router.get("/status/plans/{owner}/{name}/{issue}")
+    async def plan_page(request: Request, owner: str, name: str, issue: str) -> Response:
+        who = caller(request)
+        as_json = issue.endswith(".json")
+        if who is None:
+            return refused(request, json=as_json)
+        number = issue.removesuffix(".json")
+        found = await read_plan(db, f"{owner}/{name}", int(number)) if number.isdigit() else None
+        if found is None:
+            message = f"no cached plan for {owner}/{name}#{number}"
+            if as_json:
+                return _json({"message": message}, 404)
+            return _html("missing.html.j2", 404, message=message)
+        record, state = found
+        detail = plan_detail(record, state, web_url=web_url, budget_usd=budgets({record.repo})[record.repo])
+        if as_json:
+            return _json(detail)
+        return page(request, "plan.html.j2", who, plan=detail, now=clock())
+
+    @router.get("/status/static/{name}")
+    async def static(name: str) -> Response:
+        if name not in STATIC:  # no path from the request ever reaches the file system
+            return Response(status_code=404)
+        body = (Path(templates_dir()) / "status" / name).read_bytes()
+        headers = {**SECURITY_HEADERS, "Cache-Control": "no-cache"}
+        return Response(body, media_type=STATIC[name], headers=headers)
+
+    @router.post("/status/login")
+    async def login(request: Request) -> Response:
+        form = await _form(request)
+        nxt = safe_next((form or {}).get("next"))
+        if form is None or not access.token_ok(form.get("token")):
+            return _html("login.html.j2", 401, next=nxt, failed=True)
+        response = RedirectResponse(nxt, status_code=303, headers=SECURITY_HEADERS)
+        secure = request.url.scheme == "https"
+        response.headers.append("set-cookie", cookie_header(access.new_session(), secure=secure))
+        return response
+
+    @router.post("/status/logout")
+    async def logout(request: Request) -> Response:
+        form = await _form(request) or {}
+        if not access.csrf_ok(request.cookies.get(COOKIE), form.get("csrf")):
+            return _json({"message": "missing or wrong CSRF token"}, 403)
+        response = RedirectResponse("/status", status_code=303, headers=SECURITY_HEADERS)
+        response.headers.append(
+            "set-cookie", cookie_header("", secure=request.url.scheme == "https", max_age=0)
+        )
+        return response
+
+    @router.post("/status/jobs/{job_id}/requeue")
+    async def requeue_job(request: Request, job_id: int) -> Response:
+        who = caller(request)
+        if who is None:
+            return refused(request, json=True)
+        form = await _form(request) or {}
+        if who == "session" and not access.csrf_ok(request.cookies.get(COOKIE), form.get("csrf")):
+            return _json({"message": "missing or wrong CSRF token"}, 403)
+        if not await requeue(db, job_id, now=clock()):
+            return _json({"message": f"job {job_id} is not dead: nothing to requeue"}, 409)
+        if wake is not None:
+            wake()
+        if who == "bearer":
+            return _json({"message": f"job {job_id} queued again", "job": job_id})
+        return RedirectResponse("/status#work", status_code=303, headers=SECURITY_HEADERS)
+
+    return router
+
+
+def status_routes(
+    settings: Settings,
+    *,
+    db: Database,
+    metrics: Metrics | None,
+    repo_cache: RepoCache | None,
+    wake: Callable[[], None] | None = None,
+) -> APIRouter | None:
+    """The status page's routes when `PLAN_CASCADE_STATUS_TOKEN` is set, else None (the page is off)."""
+    token = settings.status_token_value()
+    if token is None:
+        return None
+    register_secret(token)
+    return status_router(
+        access=Access(token),
+        db=db,
+        web_url=github_web_url(settings.github_api_url),
+        metrics=metrics,
+        repo_cache=repo_cache,
+        clock=utcnow,
+        wake=wake,
+    )

@@ -1,0 +1,68 @@
+// Plan Cascade status page: refresh the page's <main> in place every few seconds.
+// The server renders it (one renderer for the first paint and every update, all text escaped
+// there); this script only fetches it with `X-Status-Partial: 1` and swaps it in, keeping
+// which <details> are open. It pauses while the tab is hidden and stops when signed out.
+(function () {
+  "use strict";
+  var seconds = Number(document.body.getAttribute("data-refresh")) || 0;
+  var live = document.getElementById("live");
+  if (!seconds || !document.getElementById("content")) { return; }
+  var timer = null;
+  var busy = false;
+
+  function say(text) { if (live) { live.textContent = text; } }
+
+  function openDetails(root) {
+    var ids = [];
+    root.querySelectorAll("details[open][id]").forEach(function (d) { ids.push(d.id); });
+    return ids;
+  }
+
+  function swap(html) {
+    var current = document.getElementById("content");
+    var parsed = new DOMParser().parseFromString(html, "text/html");
+    var fresh = parsed.getElementById("content");
+    if (!current || !fresh) { return; }
+    var open = openDetails(current);
+    current.replaceWith(document.adoptNode(fresh));
+    open.forEach(function (id) {
+      var d = document.getElementById(id);
+      if (d) { d.open = true; }
+    });
+  }
+
+  function refresh() {
+    if (busy || document.hidden) { return; }
+    busy = true;
+    fetch(location.pathname + location.search, {
+      headers: { "X-Status-Partial": "1" },
+      credentials: "same-origin",
+      cache: "no-store"
+    }).then(function (response) {
+      if (response.status === 401) {
+        say("signed out: reload to sign in");
+        clearInterval(timer);
+        return null;
+      }
+      if (!response.ok) { throw new Error("HTTP " + response.status); }
+      return response.text();
+    }).then(function (html) {
+      if (html !== null) {
+        swap(html);
+        say("updated " + new Date().toLocaleTimeString());
+      }
+    }).catch(function (error) {
+      say("not updated: " + error.message);
+    }).then(function () { busy = false; });
+  }
+
+  var filters = document.getElementById("filters");
+  if (filters) {
+    filters.querySelectorAll("select").forEach(function (select) {
+      select.addEventListener("change", function () { filters.submit(); });
+    });
+  }
+  say("live");
+  timer = setInterval(refresh, seconds * 1000);
+  document.addEventListener("visibilitychange", function () { if (!document.hidden) { refresh(); } });
+}());
