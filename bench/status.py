@@ -7,8 +7,10 @@ Starts the real `plan-cascade serve --no-workers` process (SQLite), seeds its da
 `--jobs` finished jobs and as many deliveries, a few waiting and dead jobs, and times page loads
 over loopback with a bearer token: the first `/status` (it parses every plan's state once per
 process), one after 1 % of the plans changed (only those are parsed again), then `--loads`
-loads of each status URL. Prints p50, p95 and max next to the target (200 ms), and `/healthz`
-as a baseline: a request that reads the database once.
+loads of each status URL. The plans are seeded first and the server restarted, as an operator's
+server restarts with its plans: it reads them ahead in the background once it is up, so a page
+opened a moment after the start does not parse them. Prints p50, p95 and max next to the
+target (200 ms), and `/healthz` as a baseline: a request that reads the database once.
 """
 
 from __future__ import annotations
@@ -156,20 +158,22 @@ def main() -> int:
     parser.add_argument("--loads", type=int, default=30)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        with running_server(
-            Path(tmp),
-            api_url="http://127.0.0.1:9/api/v3",
-            webhook_secret=WEBHOOK_SECRET,
-            private_key_pem=rsa_private_key_pem(),
-            extra_env={"PLAN_CASCADE_STATUS_TOKEN": TOKEN},
-            serve_args=["--no-workers"],
-        ) as (url, _proc):
-            db = Path(tmp) / "data" / "plan-cascade.db"
+        server = {
+            "api_url": "http://127.0.0.1:9/api/v3",
+            "webhook_secret": WEBHOOK_SECRET,
+            "private_key_pem": rsa_private_key_pem(),
+            "extra_env": {"PLAN_CASCADE_STATUS_TOKEN": TOKEN},
+            "serve_args": ["--no-workers"],
+        }
+        db = Path(tmp) / "data" / "plan-cascade.db"
+        with running_server(Path(tmp), **server):  # type: ignore[arg-type]  # creates the schema
             start = time.perf_counter()
             seed(db, plans=args.plans, jobs=args.jobs, now=datetime.now(UTC))
             size = db.stat().st_size / 1e6
             took = time.perf_counter() - start
             print(f"seeded {args.plans} plans, {args.jobs} jobs and deliveries: {took:.1f} s, {size:.0f} MB")
+        # A restart with those plans in the database: the server reads them ahead once it is up.
+        with running_server(Path(tmp), **server) as (url, _proc):  # type: ignore[arg-type]
             client = httpx.Client(headers={"authorization": f"Bearer {TOKEN}"}, timeout=60)
             beside: list[float] = []
             done = threading.Event()
@@ -178,8 +182,13 @@ def main() -> int:
             cold = timed(client, url + "/status", 1)[0]
             done.set()
             prober.join()
-            print(f"{'/status, first load (parses every plan)':<42} {cold:7.1f} ms   (once per process)")
+            print(f"{'/status, at once after a restart':<42} {cold:7.1f} ms   (waits for the read-ahead)")
             print(line("/healthz meanwhile (the loop stays free)", beside, target=None))
+        with running_server(Path(tmp), **server) as (url, _proc):  # type: ignore[arg-type]
+            client = httpx.Client(headers={"authorization": f"Bearer {TOKEN}"}, timeout=60)
+            time.sleep(2)  # an operator opens the page a moment after the restart
+            first = timed(client, url + "/status", 1)
+            print(line("/status, first load 2 s after a restart", first, target=TARGET_MS))
             changed = touch(db, count=max(1, args.plans // 100), now=datetime.now(UTC))
             after = timed(client, url + "/status", 1)
             print(line(f"/status after {changed} plans changed", after, target=TARGET_MS))

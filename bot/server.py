@@ -130,6 +130,8 @@ def create_app(
             await rt.db.migrate()
         stop = asyncio.Event()
         tasks = await run_background(rt, stop, workers=start_workers)
+        if status is not None:  # the first page load should not be the one that parses every plan
+            tasks.append(asyncio.create_task(status.warm_up()))
         log.info("plan-cascade ready (%d workers)", settings.workers if start_workers else 0)
         try:
             yield
@@ -174,5 +176,5 @@ def create_app(
         settings, db=rt.db, metrics=rt.metrics, repo_cache=rt.services.repo_cache, wake=rt.wake.set
     )
     if status is not None:  # off (404) unless PLAN_CASCADE_STATUS_TOKEN is set
-        app.include_router(status)
+        app.include_router(status.router)
     return WebhookApp(intake, app)

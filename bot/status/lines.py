@@ -31,9 +31,20 @@ class PlanLines:
     def __init__(self, *, web_url: str) -> None:
         self.web_url = web_url
         self._made: dict[tuple[str, int], tuple[object, PlanSummary | None]] = {}
+        self.parsed = 0
+        self._reading = asyncio.Lock()
+        """Plan states parsed by this process so far (each row once per change)."""
 
     async def read(self, db: Database) -> PlanRows:
-        """The lines of every cached plan as the database holds them now."""
+        """The lines of every cached plan as the database holds them now.
+
+        One read at a time: a page load during the start-up warm-up waits for its parsing
+        instead of parsing the same plans again.
+        """
+        async with self._reading:
+            return await self._read(db)
+
+    async def _read(self, db: Database) -> PlanRows:
         heads = await read_heads(db)
         stale = [h for h in heads if self._stamp(h) != h.stamp]
         if stale:
@@ -62,6 +73,7 @@ class PlanLines:
             state = parse_state(raw[head.key], key=head.key) if head.key in raw else None
             line = plan_summary(head, state, web_url=self.web_url) if state is not None else None
             made[head.key] = (head.stamp, line)
+        self.parsed += len(heads)
         return made
 
     def _stamp(self, head: PlanHead) -> object:

@@ -261,3 +261,24 @@ async def test_plan_lines_are_remade_only_for_rows_that_changed(tmp_path: Path) 
         await session.delete(await session.get(PlanRecord, ("a/x", 1)))
     assert [line.key for line in (await lines.read(db)).lines] == ["a/x#2"]
     await db.dispose()
+
+
+async def test_the_warm_up_parses_every_plan_so_the_first_page_load_parses_none(tmp_path: Path) -> None:
+    from fastapi import APIRouter
+
+    from bot.db.models import PlanRecord
+    from bot.status.http import StatusPage
+    from bot.status.lines import PlanLines
+    from tests.status.seed import plan_values
+
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'status.db'}")
+    await db.migrate()
+    async with db.write() as session:
+        for issue in (1, 2, 3):
+            session.add(PlanRecord(**plan_values(running_plan("a/x", issue))))
+    page = StatusPage(router=APIRouter(), lines=PlanLines(web_url=WEB), db=db)
+    await page.warm_up()  # what `serve` starts in the background once it is up
+    assert page.lines.parsed == 3
+    assert len((await page.lines.read(db)).lines) == 3
+    assert page.lines.parsed == 3, "the first page load parsed plans again"
+    await db.dispose()
