@@ -173,7 +173,12 @@ def create_app(
         return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     status = status_routes(
-        settings, db=rt.db, metrics=rt.metrics, repo_cache=rt.services.repo_cache, wake=rt.wake.set
+        settings,
+        db=rt.db,
+        metrics=rt.metrics,
+        repo_cache=rt.services.repo_cache,
+        wake=rt.wake.set,
+        gates=rt.services.extras.get("rate_limit_gates"),
     )
     if status is not None:  # off (404) unless PLAN_CASCADE_STATUS_TOKEN is set
         app.include_router(status.router)

@@ -107,6 +107,7 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     gates = GateRegistry(
         lambda key: RateLimitGate(f"installation {key}", metrics=services.metrics),
     )
+    services.extras["rate_limit_gates"] = gates  # the status page shows what they know
     state: dict[str, Any] = {}
 
     def app_github() -> Any:

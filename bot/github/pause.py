@@ -71,6 +71,10 @@ class RateLimitGate:
         self.max_pause = max_pause
         self.metrics = metrics
         self.paused_until = float("-inf")
+        self.pauses = 0
+        self.paused_seconds = 0.0
+        self.quota: tuple[int, int, float] | None = None
+        """(remaining, limit, when) of the primary rate limit, as GitHub's last answer said."""
 
     def remaining(self) -> float:
         """Seconds left in the current pause (0 when none)."""
@@ -79,6 +83,7 @@ class RateLimitGate:
     def note(self, status: int, headers: Mapping[str, str]) -> float:
         """Read an answer; when it is a rate limit, pause every request until it lifts. The new
         pause in seconds (0 when the answer was no limit or an existing pause already covers it)."""
+        self._read_quota(headers)
         limit = limit_pause(status, headers, now=self._wall())
         if limit is None:
             return 0.0
@@ -91,11 +96,20 @@ class RateLimitGate:
         if added <= 0:
             return 0.0
         self.paused_until = now + seconds
+        self.pauses += 1
+        self.paused_seconds += added
         who = self.name or "this token"
         log.warning("GitHub's %s rate limit: every request of %s waits %.1f s", kind, who, seconds)
         if self.metrics is not None:
             self.metrics.github_pause_seconds.labels(kind).inc(added)
         return seconds
+
+    def _read_quota(self, headers: Mapping[str, str]) -> None:
+        try:
+            remaining, limit = int(headers["x-ratelimit-remaining"]), int(headers["x-ratelimit-limit"])
+        except (KeyError, ValueError):
+            return
+        self.quota = (remaining, limit, self._wall())
 
     async def wait(self) -> None:
         """Return when no pause holds (a pause extended meanwhile is waited for too)."""
@@ -115,6 +129,10 @@ class GateRegistry:
         if key not in self._gates:
             self._gates[key] = self._factory(key)
         return self._gates[key]
+
+    def known(self) -> dict[Hashable, RateLimitGate]:
+        """Every gate made so far (what this process knows of each installation's limits)."""
+        return dict(self._gates)
 
 
 class PausingTransport(httpx.AsyncBaseTransport):

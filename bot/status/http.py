@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,6 +28,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from bot.db.engine import Database
 from bot.db.queue import utcnow
+from bot.github.pause import GateRegistry
 from bot.log import register_secret
 from bot.metrics import Metrics
 from bot.rendering.env import money, plural, templates_dir, tokens
@@ -35,6 +37,7 @@ from bot.settings import Settings
 from bot.status.access import COOKIE, SECURITY_HEADERS, Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
 from bot.status.lines import PlanLines
+from bot.status.operations import Limits
 from bot.status.page import PLAN_LIMIT, overview
 from bot.status.plans import Filters, github_web_url
 from bot.status.reads import read_intake, read_plan, read_work, requeue
@@ -115,6 +118,7 @@ def status_router(
     repo_cache: RepoCache | None = None,
     clock: Callable[[], datetime],
     wake: Callable[[], None] | None = None,
+    gates: GateRegistry | None = None,
 ) -> StatusPage:
     """The routes of the status page, reading `db` and this process's metrics and caches."""
     router = APIRouter()
@@ -128,6 +132,36 @@ def status_router(
             config = repo_cache.config(repo, info[0]) if repo_cache is not None and info else None
             found[repo] = config.limits.max_cost_usd if config is not None else None
         return found
+
+    def limits() -> dict[int, Limits]:
+        """What this process's GitHub answers said of each installation's rate limits."""
+        found: dict[int, Limits] = {}
+        now = time.time()
+        for key, gate in (gates.known() if gates is not None else {}).items():
+            if not isinstance(key, int):
+                continue
+            remaining, limit, seen = gate.quota if gate.quota is not None else (None, None, None)
+            found[key] = Limits(
+                remaining=remaining,
+                limit=limit,
+                seen_ago_s=None if seen is None else max(now - seen, 0.0),
+                paused_for_s=gate.remaining(),
+                pauses=gate.pauses,
+                paused_total_s=gate.paused_seconds,
+            )
+        return found
+
+    def redeliveries() -> int | None:
+        if metrics is None:
+            return None
+        return int(
+            sum(
+                s.value
+                for m in metrics.redeliveries.collect()
+                for s in m.samples
+                if s.name.endswith("_total")
+            )
+        )
 
     def answers() -> list[tuple[str, dict[str, str], float]]:
         if metrics is None:
@@ -154,6 +188,8 @@ def status_router(
             deliveries=await read_intake(db),
             answers=answers(),
             budgets=budgets({line.repo for line in rows.lines}),
+            limits=limits(),
+            redeliveries=redeliveries(),
             filters=Filters(repo=repo, status=status),
             now=now,
             limit=min(int(limit), 5000) if limit.isdigit() else PLAN_LIMIT,
@@ -275,6 +311,7 @@ def status_routes(
     metrics: Metrics | None,
     repo_cache: RepoCache | None,
     wake: Callable[[], None] | None = None,
+    gates: GateRegistry | None = None,
 ) -> StatusPage | None:
     """The status page when `PLAN_CASCADE_STATUS_TOKEN` is set, else None (the page is off)."""
     token = settings.status_token_value()
@@ -289,4 +326,5 @@ def status_routes(
         repo_cache=repo_cache,
         clock=utcnow,
         wake=wake,
+        gates=gates,
     )

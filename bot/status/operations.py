@@ -6,7 +6,7 @@ and this process's own counters; nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -165,12 +165,14 @@ def intake(
     failed: Sequence[tuple[Delivery, Job]],
     jobs: Iterable[Job],
     answers: dict[str, int],
+    redeliveries: int | None = None,
 ) -> Intake:
     """Deliveries newest first, joined to their jobs; a delivery whose job died is failed.
 
     `answers`: this process's `/webhook` answers by outcome (accepted, ignored, duplicate,
-    refused …), from its own counters. The tables record no answer times and no redelivery
-    requests yet: the page says so.
+    refused …), from its own counters; `redeliveries`: the missed deliveries this process asked
+    GitHub to send again (None: not counted here). The tables record no answer times: the page
+    says so.
     """
     by_delivery = {j.delivery_id: j for j in jobs if j.delivery_id}
     return Intake(
@@ -178,7 +180,9 @@ def intake(
         failed=tuple(delivery_view(d, j) for d, j in failed),
         answers_since_start=dict(sorted(answers.items())),
         answer_times="not recorded",
-        redeliveries="not recorded",
+        redeliveries="not counted here"
+        if redeliveries is None
+        else f"{redeliveries} since this process began",
     )
 
 
@@ -242,9 +246,42 @@ class Installation:
     paused: str
 
 
-def installations(rows: Iterable[tuple[str, int | None]]) -> tuple[Installation, ...]:
-    """(repo, installation id) of each cached plan → installations. The server keeps no
-    rate-limit figures or pauses: they read "not recorded"."""
+@dataclass(frozen=True)
+class Limits:
+    """What this process knows of one installation's rate limits (from its GitHub answers)."""
+
+    remaining: int | None = None
+    limit: int | None = None
+    seen_ago_s: float | None = None
+    paused_for_s: float = 0.0
+    pauses: int = 0
+    paused_total_s: float = 0.0
+
+
+def describe_limits(limits: Limits | None) -> tuple[str, str]:
+    """(the rate limit, the pauses) in words, for one installation."""
+    if limits is None:
+        return "not seen by this process", "none"
+    quota = "not seen by this process"
+    if limits.remaining is not None and limits.limit is not None and limits.seen_ago_s is not None:
+        quota = f"{limits.remaining:,} of {limits.limit:,} left ({_ago(limits.seen_ago_s)})"
+    paused = "none"
+    if limits.pauses:
+        paused = f"{limits.pauses} pause(s), {limits.paused_total_s:.0f} s in all"
+    if limits.paused_for_s > 0:
+        paused = f"paused now, {limits.paused_for_s:.0f} s left; " + paused
+    return quota, paused
+
+
+def _ago(seconds: float) -> str:
+    return "just now" if seconds < 60 else f"{seconds / 60:.0f} min ago"
+
+
+def installations(
+    rows: Iterable[tuple[str, int | None]], known: Mapping[int, Limits] | None = None
+) -> tuple[Installation, ...]:
+    """(repo, installation id) of each cached plan → installations, with what this process
+    knows of their rate limits from GitHub's answers (`known`, by installation id)."""
     found: dict[int | None, dict[str, int]] = {}
     for repo, inst in rows:
         repos = found.setdefault(inst, {})
@@ -254,8 +291,8 @@ def installations(rows: Iterable[tuple[str, int | None]]) -> tuple[Installation,
             id=inst,
             repos=tuple(sorted(repos)),
             plans=sum(repos.values()),
-            rate_limit="not recorded",
-            paused="not recorded",
+            rate_limit=describe_limits((known or {}).get(inst) if inst is not None else None)[0],
+            paused=describe_limits((known or {}).get(inst) if inst is not None else None)[1],
         )
         for inst, repos in sorted(found.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
     )

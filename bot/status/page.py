@@ -12,6 +12,7 @@ from bot.status.lines import PlanRows
 from bot.status.operations import (
     Installation,
     Intake,
+    Limits,
     Spend,
     Work,
     answers_by_outcome,
@@ -53,6 +54,8 @@ def overview(
     deliveries: IntakeRows,
     answers: Iterable[tuple[str, dict[str, str], float]],
     budgets: Mapping[str, float | None],
+    limits: Mapping[int, Limits] | None = None,
+    redeliveries: int | None = None,
     filters: Filters,
     now: datetime,
     limit: int = PLAN_LIMIT,
@@ -83,7 +86,8 @@ def overview(
             failed=deliveries.failed,
             jobs=deliveries.jobs,
             answers=answers_by_outcome(answers),
+            redeliveries=redeliveries,
         ),
         spend=spend(summaries, now=now),
-        installations=installations(plans.installations),
+        installations=installations(plans.installations, limits),
     )

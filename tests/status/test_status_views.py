@@ -10,7 +10,7 @@ from bot.db.models import Delivery, Job
 from bot.state import Approval, PlanStatus, StoryStatus, update_story, with_batch
 from bot.status.access import Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
-from bot.status.operations import answers_by_outcome, installations, intake, spend, work
+from bot.status.operations import Limits, answers_by_outcome, installations, intake, spend, work
 from bot.status.plans import (
     DEFAULT_BUDGET_USD,
     Filters,
@@ -153,7 +153,9 @@ def test_intake_joins_deliveries_to_their_jobs_and_counts_this_process_answers()
     view = intake(recent=[second, first], failed=[(first, dead)], jobs=[dead], answers={"duplicate": 2})
     assert [(d.id, d.job_status) for d in view.recent] == [("d-2", None), ("d-1", "dead")]
     assert view.failed[0].job_error == "boom"
-    assert (view.answer_times, view.redeliveries) == ("not recorded", "not recorded")
+    assert (view.answer_times, view.redeliveries) == ("not recorded", "not counted here")
+    counted = intake(recent=[], failed=[], jobs=[], answers={}, redeliveries=3)
+    assert counted.redeliveries == "3 since this process began"
     samples = [
         ("plan_cascade_deliveries_total", {"event": "issues", "outcome": "accepted"}, 3.0),
         ("plan_cascade_deliveries_total", {"event": "ping", "outcome": "accepted"}, 1.0),
@@ -176,12 +178,38 @@ def test_spend_counts_a_plans_cost_on_its_last_active_day() -> None:
     ]
 
 
-def test_installations_group_repositories_and_say_what_is_not_recorded() -> None:
-    found = installations([("a/x", 7), ("a/y", 7), ("a/x", 7), ("b/z", None)])
-    assert [(i.id, i.repos, i.plans, i.rate_limit) for i in found] == [
-        (7, ("a/x", "a/y"), 3, "not recorded"),
-        (None, ("b/z",), 1, "not recorded"),
+PAUSED = "paused now, 2 s left; 2 pause(s), 3 s in all"
+
+
+def test_installations_show_what_githubs_answers_said_of_their_rate_limits() -> None:
+    known = {
+        7: Limits(remaining=4812, limit=5000, seen_ago_s=5, paused_for_s=1.5, pauses=2, paused_total_s=3.2)
+    }
+    found = installations([("a/x", 7), ("a/y", 7), ("a/x", 7), ("b/z", None), ("c/w", 8)], known)
+    assert [(i.id, i.repos, i.plans, i.rate_limit, i.paused) for i in found] == [
+        (
+            7,
+            ("a/x", "a/y"),
+            3,
+            "4,812 of 5,000 left (just now)",
+            "paused now, 2 s left; 2 pause(s), 3 s in all",
+        ),
+        (8, ("c/w",), 1, "not seen by this process", "none"),
+        (None, ("b/z",), 1, "not seen by this process", "none"),
     ]
+
+
+def test_a_rate_limit_gate_keeps_the_quota_and_pauses_github_reported() -> None:
+    from bot.github.pause import GateRegistry, RateLimitGate
+
+    clock = [100.0]
+    gates = GateRegistry(lambda key: RateLimitGate(str(key), clock=lambda: clock[0], wall=lambda: 1e9))
+    gate = gates.get(7)
+    gate.note(200, {"x-ratelimit-remaining": "4999", "x-ratelimit-limit": "5000"})
+    assert gate.quota == (4999, 5000, 1e9) and gate.pauses == 0
+    gate.note(403, {"retry-after": "2", "x-ratelimit-remaining": "4998", "x-ratelimit-limit": "5000"})
+    assert gate.pauses == 1 and gate.paused_seconds == 2 and gate.remaining() == 2
+    assert gate.quota == (4998, 5000, 1e9) and list(gates.known()) == [7]
 
 
 def test_sessions_expire_resist_tampering_and_bind_their_csrf_token() -> None:
