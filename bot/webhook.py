@@ -49,7 +49,7 @@ class IntakePressure:
         self,
         *,
         quiet: float = 0.005,
-        max_wait: float = 0.1,
+        max_wait: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
