@@ -1,17 +1,21 @@
 """How fast a maintainer sees Plan Cascade react, in server mode.
 
-    .venv/bin/python bench/latency.py [--n 20]
+    .venv/bin/python bench/latency.py [--n 10] [--delay 0.15] [--gap 3] [--show]
 
-Starts the real `plan-cascade serve` process against a fake GitHub served over HTTP on
-loopback that answers every request after `--delay` seconds (default 0.15: GitHub's REST
-calls take 100–300 ms), labels N issues whose body holds a `prd` block (one delivery each,
-one after the other), and measures, from the moment the signed delivery is posted:
+Starts the real `plan-cascade serve` process (workers on, GitHub's pacing of writes on:
+`PLAN_CASCADE_GITHUB_WRITE_INTERVAL=1`) against a fake GitHub served over HTTP on loopback that
+answers every request after `--delay` seconds (default 0.15: GitHub's REST calls take
+100–300 ms), labels issues whose body holds a `prd` block (one delivery at a time, `--gap`
+seconds apart), and measures, from the moment the signed delivery is posted:
 - until GitHub has answered the 👀 reaction, and
 - until it has answered the plan comment's creation,
 each as a time (p50, p95, max) and as GitHub round trips made one after the other (requests
-that overlap count once): targets 1 before the 👀 and at most 3 before the plan comment once
-the installation token and the repository's config are cached (a warm-up delivery first).
-`--show` prints the requests of the first delivery, in order, with their start and end.
+that overlap count once), plus how long the comment's request was held after the last answer
+it waited for (a throttle wait shows there). Two cases, alternating: a repository without
+manifests whose config is cached (targets: 1 round trip before the 👀, ≤ 3 before the
+comment), and a repository with a `pyproject.toml` seen for the first time, its config cold
+(targets 2 and 3). The installation token is cached by a warm-up delivery first.
+`--show` prints the requests of the first delivery of each case, in order.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -50,12 +55,13 @@ stories:
     acceptance_criteria: ["two.txt holds 2 lines"]
 ```
 """
+PYPROJECT = '[project]\nname = "app"\nversion = "1.0"\nrequires-python = ">=3.11"\n'
 
 
-def delivery(number: int) -> tuple[bytes, dict[str, str]]:
+def delivery(repo: str, number: int) -> tuple[bytes, dict[str, str]]:
     data = copy.deepcopy(load_fixture("issues.labeled.1"))
     data["repository"].update(
-        {"full_name": REPO, "default_branch": "main", "clone_url": f"https://github.example/{REPO}.git"}
+        {"full_name": repo, "default_branch": "main", "clone_url": f"https://github.example/{repo}.git"}
     )
     data["installation"] = {"id": 1}
     data["issue"]["number"] = number
@@ -90,69 +96,102 @@ def describe(name: str, values: list[float]) -> str:
     )
 
 
+@dataclass
+class Case:
+    name: str
+    targets: tuple[int, int]  # round trips before the 👀, before the plan comment
+    reactions: list[float] = field(default_factory=list)
+    comments: list[float] = field(default_factory=list)
+    eye_trips: list[int] = field(default_factory=list)
+    comment_trips: list[int] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
+
+
+def label(
+    client: httpx.Client, url: str, fake: FakeGitHub, repo: str, number: int, case: Case, show: bool
+) -> None:
+    """Label one issue and record when GitHub answered the 👀 and the plan comment."""
+    body, headers = delivery(repo, number)
+    react = f"/api/v3/repos/{repo}/issues/{number}/reactions"
+    create = f"/api/v3/repos/{repo}/issues/{number}/comments"
+    since = fake.clock()
+    start = time.perf_counter()
+    assert client.post(f"{url}/webhook", content=body, headers=headers).status_code == 202
+    case.reactions.append(wait_until(lambda: answered(fake, "POST", react), start))
+    case.comments.append(wait_until(lambda: answered(fake, "POST", create), start))
+    eye, made = answered(fake, "POST", react), answered(fake, "POST", create)
+    assert eye is not None and made is not None
+    case.eye_trips.append(fake.round_trips(eye, since=since))
+    case.comment_trips.append(fake.round_trips(made, since=since))
+    before = [r for r in fake.requests if since <= r.at <= made.at]
+    # Time the comment's request was held back: from the last answer it waited for to its start.
+    case.waits.append(
+        max(made.at - max((r.done for r in before if r.done and r.done <= made.at), default=since), 0)
+    )
+    if show:
+        print(f"  {case.name}:")
+        for r in before:
+            print(f"  {(r.at - since) * 1000:6.0f} → {(r.done - since) * 1000:6.0f} ms  {r.method} {r.path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--n", type=int, default=20)
+    parser.add_argument("--n", type=int, default=10, help="labelled issues per case")
     parser.add_argument("--delay", type=float, default=0.15, help="seconds GitHub takes per request")
+    parser.add_argument("--gap", type=float, default=3.0, help="seconds between deliveries")
     parser.add_argument("--show", action="store_true", help="print the first delivery's requests")
     args = parser.parse_args()
     fake = FakeGitHub(api_url="http://127.0.0.1/api/v3", latency=args.delay)
     fake.add_repo(REPO)
-    for number in range(1, args.n + 1):
+    for number in range(1, args.n + 2):
         fake.add_issue(REPO, title=f"Bench {number}", body=PRD)
+    for n in range(1, args.n + 1):  # a repository each, so each is seen for the first time
+        fake.add_repo(f"{REPO}-py{n}")
+        fake.add_issue(f"{REPO}-py{n}", title="Bench", body=PRD)
+        fake.set_file(f"{REPO}-py{n}", "pyproject.toml", PYPROJECT)
     tmp = Path(tempfile.mkdtemp(prefix="pc-latency-"))
-    reactions, comments, eye_trips, comment_trips = [], [], [], []
+    warm = Case("no manifests, config cached", (1, 3))
+    cold = Case("pyproject.toml, config cold", (2, 3))
+    env = {
+        "PLAN_CASCADE_LOG_LEVEL": "WARNING",
+        "PLAN_CASCADE_APPROVAL_POLL_SECONDS": "60",
+        "PLAN_CASCADE_GITHUB_WRITE_INTERVAL": "1",  # GitHub's pacing, as served by default
+    }
     with (
         serve(fake) as api,
         running_server(
-            tmp,
-            api_url=api,
-            webhook_secret=SECRET,
-            private_key_pem=rsa_private_key_pem(),
-            extra_env={"PLAN_CASCADE_LOG_LEVEL": "WARNING", "PLAN_CASCADE_APPROVAL_POLL_SECONDS": "60"},
+            tmp, api_url=api, webhook_secret=SECRET, private_key_pem=rsa_private_key_pem(), extra_env=env
         ) as (url, _),
+        httpx.Client() as client,
     ):
-        with httpx.Client() as client:
-            warm_body, warm_headers = delivery(args.n + 1)
-            fake.add_issue(REPO, title="warm-up", body=PRD)
-            client.post(f"{url}/webhook", content=warm_body, headers=warm_headers)
-            warm = f"/api/v3/repos/{REPO}/issues/{args.n + 1}/comments"
-            wait_until(lambda: answered(fake, "POST", warm), time.perf_counter())
-            time.sleep(0.5)
-            for number in range(1, args.n + 1):
-                body, headers = delivery(number)
-                react = f"/api/v3/repos/{REPO}/issues/{number}/reactions"
-                create = f"/api/v3/repos/{REPO}/issues/{number}/comments"
-                since = fake.clock()
-                start = time.perf_counter()
-                assert client.post(f"{url}/webhook", content=body, headers=headers).status_code == 202
-                reactions.append(wait_until(lambda p=react: answered(fake, "POST", p), start))
-                comments.append(wait_until(lambda p=create: answered(fake, "POST", p), start))
-                eye = answered(fake, "POST", react)
-                made = answered(fake, "POST", create)
-                assert eye is not None and made is not None
-                eye_trips.append(fake.round_trips(eye, since=since))
-                comment_trips.append(fake.round_trips(made, since=since))
-                if args.show and number == 1:
-                    for r in fake.requests:
-                        if r.at >= since and r.at <= made.at:
-                            span = f"{(r.at - since) * 1000:6.0f} → {(r.done - since) * 1000:6.0f} ms"
-                            print(f"  {span}  {r.method} {r.path}")
-                time.sleep(0.2)  # let the job finish its last writes before the next delivery
+        label(client, url, fake, REPO, args.n + 1, Case("warm-up", (0, 0)), False)  # token, config
+        for number in range(1, args.n + 1):
+            time.sleep(args.gap)  # GitHub's pacing: a plan writes three times, one a second sustained
+            label(client, url, fake, REPO, number, warm, args.show and number == 1)
+            time.sleep(args.gap)
+            label(client, url, fake, f"{REPO}-py{number}", 1, cold, args.show and number == 1)
+    print(f"{args.n} labelled issues with a prd block per case, server mode (SQLite, 2 workers), fake GitHub")
     print(
-        f"{args.n} labelled issues with a prd block, server mode (SQLite, 2 workers), fake GitHub on loopback"
+        f"on loopback answering every request after {args.delay * 1000:.0f} ms (the floor: that per round "
+        f"trip); deliveries {args.gap:g} s apart; GitHub's pacing on (PLAN_CASCADE_GITHUB_WRITE_INTERVAL=1)"
     )
-    print(
-        f"GitHub answers every request after {args.delay * 1000:.0f} ms; the floor is that delay per "
-        f"round trip: {args.delay * 1000:.0f} ms before the 👀, {3 * args.delay * 1000:.0f} ms before the "
-        "comment (3 round trips)"
-    )
-    print(describe("delivery → 👀 reaction", reactions), f"  round trips {trips(eye_trips)}  (target 1)")
-    print(
-        describe("delivery → plan comment", comments), f"  round trips {trips(comment_trips)}  (target ≤ 3)"
-    )
+    for case in (warm, cold):
+        eye, comment = case.targets
+        print(f"{case.name}:")
+        print(
+            describe("delivery → 👀 reaction", case.reactions),
+            f"  round trips {trips(case.eye_trips)}  (target ≤ {eye})",
+        )
+        print(
+            describe("delivery → plan comment", case.comments),
+            f"  round trips {trips(case.comment_trips)}  (target ≤ {comment})",
+        )
+        print(
+            f"{'':>30}longest hold before the comment's request: {max(case.waits) * 1000:.0f} ms "
+            "(target: no throttle wait)"
+        )
 
 
 if __name__ == "__main__":

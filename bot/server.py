@@ -20,7 +20,7 @@ from bot.routing import Router
 from bot.services import Services
 from bot.settings import Settings
 from bot.status.http import status_routes
-from bot.webhook import Intake, WebhookApp
+from bot.webhook import Intake, IntakePressure, WebhookApp
 from bot.worker import JobKinds, WorkerPool
 from bot.workspace.process import fast_child_watcher
 
@@ -41,6 +41,7 @@ class Runtime:
     kinds: JobKinds
     services: Services
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    pressure: IntakePressure = field(default_factory=IntakePressure)
     background: list[BackgroundTask] = field(default_factory=list)
 
     def worker_pool(self, *, concurrency: int | None = None) -> WorkerPool:
@@ -52,6 +53,7 @@ class Runtime:
             kinds=self.kinds,
             concurrency=concurrency or self.settings.workers,
             wake=self.wake,
+            intake=self.pressure,
         )
 
 
@@ -155,6 +157,7 @@ def create_app(
         metrics=rt.metrics,
         max_attempts=settings.job_max_attempts,
         wake=rt.wake,
+        pressure=rt.pressure,
     )
 
     @app.get("/healthz")

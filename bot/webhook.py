@@ -10,7 +10,10 @@ pays for the HTTP parsing and this module, not for a framework's request and res
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +34,55 @@ MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub does not send payloads over 25 MB.
 WEBHOOK_JOB = "webhook"
 
 
+class IntakePressure:
+    """Intake first: how busy `/webhook` is, and when a worker of this process may take a job.
+
+    In-process workers share the event loop and SQLite's write lock with the intake. Under a
+    burst, a worker waits before each claim until the intake is quiet (no delivery being read or
+    written, none arrived in the last `quiet` seconds), or until `max_wait` seconds have passed
+    since a claim was last let through under pressure: at most one claim per `max_wait` goes
+    ahead of a burst, so the queue still moves, and it drains when the burst ends. A job that is
+    running is never held up. Clock and sleep are injected (tests run them on a fake clock).
+    """
+
+    def __init__(
+        self,
+        *,
+        quiet: float = 0.005,
+        max_wait: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        self.quiet = quiet
+        self.max_wait = max_wait
+        self._clock, self._sleep = clock, sleep
+        self.in_progress = 0
+        self.last_arrival = float("-inf")
+        self._last_forced = float("-inf")
+
+    def arrived(self) -> None:
+        """A delivery is being received."""
+        self.in_progress += 1
+        self.last_arrival = self._clock()
+
+    def answered(self) -> None:
+        """A delivery has been answered."""
+        self.in_progress -= 1
+
+    def calm(self) -> bool:
+        """Whether the intake is quiet right now."""
+        return self.in_progress <= 0 and self._clock() - self.last_arrival >= self.quiet
+
+    async def turn(self) -> None:
+        """Return when a worker may claim a job: the intake is quiet, or its turn under pressure came."""
+        while not self.calm():
+            now = self._clock()
+            if now - self._last_forced >= self.max_wait:
+                self._last_forced = now
+                return
+            await self._sleep(min(self.quiet, self.max_wait - (now - self._last_forced)))
+
+
 @dataclass
 class Intake:
     """Everything the endpoint needs; built by the app factory."""
@@ -41,6 +93,7 @@ class Intake:
     metrics: Metrics
     max_attempts: int = 5
     wake: Any = None  # an asyncio.Event set after each enqueue, to wake in-process workers
+    pressure: IntakePressure = field(default_factory=IntakePressure)
     writer: DeliveryWriter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -98,14 +151,19 @@ class WebhookApp:
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         delivery_id = headers.get("x-github-delivery")
-        with log_context(delivery=delivery_id or "-"):
-            body = await _read_body(receive, headers.get("content-length"))
-            try:
-                status, content = await _receive(body, self.intake, headers, delivery_id)
-            except Exception:  # the database, most likely: nothing was recorded, GitHub may redeliver
-                log.exception("could not record delivery %s", delivery_id or "-")
-                status, content = _answer(500, "the delivery could not be recorded; redeliver it later")
-        await _send(send, status, content)
+        pressure = self.intake.pressure
+        pressure.arrived()
+        try:
+            with log_context(delivery=delivery_id or "-"):
+                body = await _read_body(receive, headers.get("content-length"))
+                try:
+                    status, content = await _receive(body, self.intake, headers, delivery_id)
+                except Exception:  # the database, most likely: nothing was recorded, GitHub may redeliver
+                    log.exception("could not record delivery %s", delivery_id or "-")
+                    status, content = _answer(500, "the delivery could not be recorded; redeliver it later")
+            await _send(send, status, content)
+        finally:
+            pressure.answered()
 
 
 async def _send(

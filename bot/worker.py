@@ -21,7 +21,7 @@ from bot.log import log_context
 from bot.procinfo import process_identity
 from bot.routing import Event, Router
 from bot.services import Services
-from bot.webhook import WEBHOOK_JOB
+from bot.webhook import WEBHOOK_JOB, IntakePressure
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,10 @@ class WorkerPool:
         concurrency: int = 2,
         poll_interval: float = 1.0,
         wake: asyncio.Event | None = None,
+        intake: IntakePressure | None = None,
     ) -> None:
         self.queue = queue
+        self.intake = intake
         self.router = router
         self.services = services
         self.kinds = kinds or JobKinds()
@@ -114,6 +116,8 @@ class WorkerPool:
 
     async def _loop(self, worker_id: str, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            if self.intake is not None:  # the webhook intake of this process goes first
+                await self.intake.turn()
             try:
                 job = await self.queue.claim(worker_id)
             except Exception:

@@ -97,6 +97,7 @@ class Harness:
         fake: FakeGitHub | None = None,
         execute: bool = False,
         intercept: frozenset[str] = frozenset(),
+        throttle: Any = None,
         **settings: Any,
     ) -> None:
         self.tmp_path = tmp_path
@@ -110,7 +111,7 @@ class Harness:
             extras={
                 "github_transport": self.fake.transport(),
                 # GitHub's pacing (1 s between writes) is tested on its own; here it would only add minutes.
-                "throttle_factory": lambda: Throttle(per_minute=100_000, min_interval=0.0),
+                "throttle_factory": throttle or (lambda: Throttle(per_minute=100_000, min_interval=0.0)),
             },
         )
         self.runtime: Runtime = build_runtime(self.settings, services=services)

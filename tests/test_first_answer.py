@@ -7,11 +7,13 @@ The counts are structural (which request waited for which), not timings.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.github.throttle import Throttle
 from bot.testing.deliveries import load_fixture
 from tests.harness import INSTALLATION, REPO, Harness, commented, labeled
 
@@ -56,21 +58,68 @@ def _answered(h: Harness, since: float, method: str, path: str) -> Any:
     return next(r for r in h.fake.requests if r.at >= since and r.method == method and r.path == path)
 
 
-async def test_the_eyes_come_first_and_the_plan_comment_after_three_round_trips(h: Harness) -> None:
+async def test_the_eyes_and_every_read_go_first_then_the_plan_comment_two_round_trips(h: Harness) -> None:
     await _label(h, 1, "maint")  # learns the config (and the token)
     h.fake.latency = 0.05
     since = await _label(h, 2, "other")  # a user whose permission is not cached
     first = next(r for r in h.fake.requests if r.at >= since)
     assert (first.method, first.path) == ("POST", f"/repos/{REPO}/issues/2/reactions")
+    assert h.fake.round_trips(first, since=since) == 1
     made = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/comments")
-    assert h.fake.round_trips(made, since=since) == 3
+    assert h.fake.round_trips(made, since=since) == 2, "the comment waits for the reads, not the 👀"
     reads = [r for r in h.fake.requests if r.at >= since and r.method == "GET"]
     assert {r.path for r in reads} >= {
         f"/repos/{REPO}/collaborators/other/permission",
         f"/repos/{REPO}/contents/.github/plan-cascade.yml",
         f"/repos/{REPO}/issues/2",
+        f"/repos/{REPO}/contents/pyproject.toml",
     }
-    assert all(h.fake.round_trips(r, since=since) == 2 for r in reads), "the reads go out together"
+    assert all(h.fake.round_trips(r, since=since) == 1 for r in reads), "the reads go out with the 👀"
+
+
+class ThrottleClock:
+    """The throttle's clock: it moves only when the throttle sleeps (or the test says so)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+async def test_a_repository_with_manifests_and_a_cold_config_gets_its_plan_in_three_round_trips(
+    tmp_path: Path,
+) -> None:
+    clock = ThrottleClock()
+    # GitHub's pacing as served: 80 a minute, one a second sustained, a burst of three.
+    pacing = functools.partial(Throttle, per_minute=80, min_interval=1.0, clock=clock, sleep=clock.sleep)
+    async with Harness(tmp_path, throttle=pacing) as h:
+        for number in (1, 2):
+            h.fake.add_issue(REPO, title=f"Issue {number}", body=PRD)
+        h.fake.set_permission(REPO, "maint", "maintain")
+        h.fake.set_file(REPO, "pyproject.toml", '[project]\nname = "app"\nversion = "1"\n')
+        await _label(h, 1, "maint")  # the installation token
+        clock.now += 60.0  # a minute later
+        h.services.repo_cache.forget(REPO)  # the config is cold again
+        h.fake.latency = 0.05
+        paused = len(clock.sleeps)
+        since = await _label(h, 2, "maint")
+        first = next(r for r in h.fake.requests if r.at >= since)
+        assert first.path == f"/repos/{REPO}/contents/.github/plan-cascade.yml"
+        eyes = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/reactions")
+        assert h.fake.round_trips(eyes, since=since) == 2
+        manifest = _answered(h, since, "GET", f"/repos/{REPO}/contents/pyproject.toml")
+        assert h.fake.round_trips(manifest, since=since) == 2, "read with the tree, not after it"
+        made = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/comments")
+        assert h.fake.round_trips(made, since=since) == 3
+        assert clock.sleeps[paused:] == [], "no throttle wait before the first plan comment"
+        plan = h.plan_comments(2)[-1].body
+        assert "pyproject.toml" in plan, "setup was detected from the manifest read in the prefetch"
 
 
 async def test_a_plan_command_reads_everything_in_one_round_trip(h: Harness) -> None:

@@ -18,6 +18,7 @@ from bot.db.models import Delivery, Job
 from bot.server import build_runtime, create_app
 from bot.services import Services
 from bot.testing.deliveries import encode, load_fixture, signed_headers
+from bot.webhook import IntakePressure
 from tests.support import WEBHOOK_SECRET, asgi_client, make_settings, postgres_database, wait_for
 
 
@@ -205,3 +206,88 @@ def test_no_thread_for_checkpoints_never_fails_a_delivery(
     checkpointer.written(100)  # the next threshold tries again
     assert checkpointer._thread is not None
     checkpointer.close()
+
+
+class StillClock:
+    """A clock that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)  # a turn of the loop; the time stands still
+
+
+async def test_deliveries_are_answered_first_while_workers_drain_a_long_queue(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, GITHUB_API_URL="http://github.test")
+    runtime = build_runtime(settings, services=Services(settings=settings))
+    clock = StillClock()
+    runtime.pressure = IntakePressure(clock=clock, sleep=clock.sleep)
+    ran: list[int] = []
+
+    @runtime.kinds.register("busy")
+    async def busy(job, services) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(5):  # a job that takes a few turns of the loop
+            await asyncio.sleep(0)
+        ran.append(job.id)
+
+    await runtime.db.migrate()
+    ids = [await runtime.queue.enqueue(kind="busy", group_key=f"g{n}", payload={}) for n in range(60)]
+    app = create_app(settings, runtime=runtime, start_workers=False, migrate=False)
+    stop = asyncio.Event()
+    workers = asyncio.create_task(runtime.worker_pool().run(stop))
+    try:
+        async with asgi_client(app) as client:
+            await wait_for(lambda: len(ran) >= 3)  # the workers are busy with the queue
+            before = len(ran)
+            for n in range(20):  # one delivery after another, each waiting for its answer
+                body, headers = delivery(f"first-{n}")
+                assert (await client.post("/webhook", content=body, headers=headers)).status_code == 202
+            # Two jobs in hand and one claim let through under pressure, nothing more: the time
+            # stood still, so the intake never went quiet and no second turn came.
+            assert len(ran) - before <= 3
+            clock.now += 1.0  # the burst is over
+            await wait_for(lambda: len(ran) == len(ids), timeout=30)
+
+            async def drained() -> bool:
+                return await runtime.queue.counts() == {"done": 80}
+
+            await wait_for(drained, timeout=30)
+    finally:
+        stop.set()
+        runtime.wake.set()
+        await workers
+        app.intake.writer.close()
+    assert sorted(ran) == sorted(ids), "every job ran exactly once"
+    await runtime.db.dispose()
+
+
+def test_a_worker_gets_one_turn_per_max_wait_while_the_intake_is_busy() -> None:
+    clock = StillClock()
+    pressure = IntakePressure(quiet=0.005, max_wait=0.25, clock=clock, sleep=clock.sleep)
+    assert pressure.calm()
+    pressure.arrived()
+
+    async def turns_within(seconds: float) -> int:
+        count, end = 0, clock.now + seconds
+        while clock.now < end:
+            turn = asyncio.ensure_future(pressure.turn())
+            for _ in range(3):
+                await asyncio.sleep(0)
+            if turn.done():
+                count += 1
+            else:
+                turn.cancel()
+                clock.now += 0.05
+        return count
+
+    assert asyncio.run(turns_within(1.0)) == 4  # 1 s of a delivery in progress: 4 claims
+    pressure.answered()
+    pressure.arrived()  # another delivery, answered at once
+    pressure.answered()
+    assert not pressure.calm(), "quiet only 5 ms after the last arrival"
+    clock.now += 0.01
+    assert pressure.calm()

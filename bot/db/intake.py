@@ -143,12 +143,16 @@ class _SqliteIntake:
         self.checkpointer = Checkpointer(db.url)
         self.batches = SqliteBatches(db.url, self.checkpointer)
         self._due: Pending = []
+        self._held: Pending = []  # arrived while a batch waits in a thread: written after it
         self._scheduled = False
         self._waiting = asyncio.Lock()  # held while a batch waits for the database in a thread
         self._tasks: set[asyncio.Task[None]] = set()
 
     def add(self, record: DeliveryRecord, future: asyncio.Future[bool]) -> None:
         self._due.append((record, future))
+        self._schedule()
+
+    def _schedule(self) -> None:
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -158,7 +162,13 @@ class _SqliteIntake:
         self._scheduled = False
         while self._due:
             batch, self._due = self._due[: self.max_batch], self._due[self.max_batch :]
-            if self._waiting.locked() or self.db.write_locked():
+            if self._waiting.locked():
+                # Kept in order behind the batch in the thread, and back on the loop once it is
+                # written: a burst that met one busy moment (a worker's claim) does not go on
+                # paying for a thread per batch until it ends.
+                self._held += batch
+                continue
+            if self.db.write_locked():
                 self._wait_in_thread(batch)
                 continue
             try:
@@ -177,16 +187,21 @@ class _SqliteIntake:
         task.add_done_callback(self._tasks.discard)
 
     async def _write_waiting(self, batch: Pending) -> None:
-        async with self._waiting:
-            try:
-                async with self.db.write_lock():
-                    fresh = await asyncio.to_thread(self.batches.write, unique_records(batch), wait=True)
-            except BaseException as exc:
-                settle(batch, error=exc)
-                if not isinstance(exc, Exception):
-                    raise
-                return
-        settle(batch, fresh)
+        try:
+            async with self._waiting:
+                try:
+                    async with self.db.write_lock():
+                        fresh = await asyncio.to_thread(self.batches.write, unique_records(batch), wait=True)
+                except BaseException as exc:
+                    settle(batch, error=exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    return
+            settle(batch, fresh)
+        finally:
+            if self._held:
+                self._due, self._held = self._held + self._due, []
+                self._schedule()
 
     def close(self) -> None:
         self.checkpointer.close()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -167,10 +167,17 @@ class JobQueue:
             ),
         )
         expired = and_(Job.status == "running", Job.lease_until < now)
-        stmt = select(Job).where(or_(fresh, expired)).order_by(Job.run_after, Job.id).limit(1)
-        if not self.db.is_sqlite:
-            stmt = stmt.with_for_update(skip_locked=True, of=Job)
-        job = (await session.execute(stmt)).scalars().first()
+        # Two queries, not one with OR: each walks an index in (run_after, id) order and stops at
+        # the first row that qualifies, so a claim costs the same with 10 or 10,000 jobs queued
+        # (with OR, SQLite sorted every queued row on each claim: the queue drained ever slower).
+        job = None
+        for where in (expired, fresh):  # a lease that ran out is older than any queued job
+            stmt = select(Job).where(where).order_by(Job.run_after, Job.id).limit(1)
+            if not self.db.is_sqlite:
+                stmt = stmt.with_for_update(skip_locked=True, of=Job)
+            job = (await session.execute(stmt)).scalars().first()
+            if job is not None:
+                break
         if job is None:
             return None
         if job.status == "running":

@@ -1,9 +1,11 @@
 """Pacing of content-creating GitHub requests (GitHub's secondary rate limits).
 
 GitHub allows at most 80 content-creating requests a minute per installation and asks
-for at least a second between mutating requests. :class:`Throttle` makes callers wait
-until both hold; it is pure logic over an injected clock and sleep, so tests run it on
-a fake clock. :class:`ThrottleRegistry` keeps one throttle per installation.
+for about one a second sustained. :class:`Throttle` is a token bucket: a short burst
+(`burst` calls, 3 by default: a plan's 👀, its comment and the edit that signs it) goes at
+once, then one call per `min_interval`; and never more than `per_minute` in any 60 s. It
+is pure logic over an injected clock and sleep, so tests run it on a fake clock.
+:class:`ThrottleRegistry` keeps one throttle per installation.
 """
 
 from __future__ import annotations
@@ -17,32 +19,43 @@ WINDOW_SECONDS = 60.0
 
 
 class Throttle:
-    """Admit at most `per_minute` calls in any 60 s window, `min_interval` seconds apart."""
+    """Admit at most `per_minute` calls in any 60 s window; after a burst of `burst`, one per
+    `min_interval` seconds (a token bucket of `burst` tokens, one back every `min_interval`)."""
 
     def __init__(
         self,
         *,
         per_minute: int = 80,
         min_interval: float = 1.0,
+        burst: int = 3,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         if per_minute < 1:
             raise ValueError("per_minute must be at least 1")
+        if burst < 1:
+            raise ValueError("burst must be at least 1")
         self.per_minute = per_minute
         self.min_interval = min_interval
+        self.burst = min(burst, per_minute)
         self._clock = clock
         self._sleep = sleep
         self._admitted: deque[float] = deque()
+        self._tokens = float(self.burst)
+        self._filled_at = float("-inf")
         self._lock = asyncio.Lock()
+
+    def _tokens_at(self, now: float) -> float:
+        if self.min_interval <= 0 or self._filled_at == float("-inf"):
+            return float(self.burst)
+        return min(float(self.burst), self._tokens + (now - self._filled_at) / self.min_interval)
 
     def delay(self, now: float) -> float:
         """Seconds to wait at `now` before the next call may go (0 when it may go now)."""
         while self._admitted and self._admitted[0] <= now - WINDOW_SECONDS:
             self._admitted.popleft()
-        if not self._admitted:
-            return 0.0
-        wait = self._admitted[-1] + self.min_interval - now
+        tokens = self._tokens_at(now)
+        wait = 0.0 if tokens >= 1 else (1 - tokens) * self.min_interval
         if len(self._admitted) >= self.per_minute:
             wait = max(wait, self._admitted[0] + WINDOW_SECONDS - now)
         return max(wait, 0.0)
@@ -52,7 +65,9 @@ class Throttle:
         async with self._lock:
             while (pause := self.delay(self._clock())) > 0:
                 await self._sleep(pause)
-            self._admitted.append(self._clock())
+            now = self._clock()
+            self._tokens, self._filled_at = self._tokens_at(now) - 1, now
+            self._admitted.append(now)
 
 
 class ThrottleRegistry:

@@ -21,7 +21,7 @@ async def planned_setup(session: Session) -> PlannedSetup:
             return []  # no tree (an empty repository): nothing to install
 
     async def read(name: str) -> str | None:
-        return await session.port.get_file_text(session.repo, name, ref=session.default_branch)
+        return await session.file_text(name)  # the prefetch has read the usual manifests
 
     tool_path = session.services.settings.tool_path
     return await choose_setup(

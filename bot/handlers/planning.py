@@ -45,10 +45,20 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
     # The label is checked against the config read recently (or read now): the 👀 comes first.
     if env.label.name != await session.trigger_label():
         return
-    await session.react_issue("eyes")
-    # Then every read the job needs, at once: permission, the config itself, plan, issue, tree.
-    # A permission read that fails raises: fail closed, nothing is planned.
-    verdict, config = await session.prefetch(session.may_act(env.sender.login), session.load_config())
+    # The 👀 goes out together with every read the job needs (permission, the config itself,
+    # plan, issue, tree, manifests): nothing waits for it. A permission read that fails raises:
+    # fail closed, nothing is planned.
+    eyes = asyncio.ensure_future(session.react_issue("eyes"))
+    try:
+        await _plan_labeled(session, event)
+    finally:
+        await eyes
+
+
+async def _plan_labeled(session: Session, event: Event) -> None:
+    env = event.envelope
+    assert env.label is not None
+    verdict, config = await session.prefetch(session.may_act(env.sender.login), session.fresh_config())
     assert isinstance(verdict, Verdict) and (config is None or isinstance(config, RepoConfig))
     if config is not None and env.label.name != config.trigger_label:
         return  # the trigger label changed a moment ago

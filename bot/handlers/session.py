@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bot.envsetup import READ_FILES
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue
 from bot.github.port import GitHubPort
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DEFAULT_TRIGGER_LABEL = "plan-cascade"
+SETUP_FILES = (*READ_FILES, "requirements.txt")
+"""Read with the plan's other reads, before the tree says which exist: the first plan comment
+then waits for no second wave of reads (detection reads only the files in the tree)."""
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Session:
     _plan_read: bool = field(default=False, repr=False)
     _issue: Issue | None = field(default=None, repr=False)
     _tree: list[str] | None = field(default=None, repr=False)
+    _config_read: bool = field(default=False, repr=False)
+    _files: dict[str, asyncio.Future[str | None]] = field(default_factory=dict, repr=False)
 
     @property
     def store(self) -> PlanStore:
@@ -68,8 +74,13 @@ class Session:
             self.config_error = None
         except RepoConfigError as exc:
             self.config, self.config_error = None, exc
+        self._config_read = True
         self.services.repo_cache.keep_config(self.repo, self.default_branch, self.config)
         return self.config
+
+    async def fresh_config(self) -> RepoConfig | None:
+        """The config as this job read it, or read now: every decision uses the file as it is."""
+        return self.config if self._config_read else await self.load_config()
 
     def mirror(self) -> Mirror:
         """The server's bare mirror of this repository (under the data dir), fetched with our token."""
@@ -98,20 +109,41 @@ class Session:
             self._tree = await self.port.list_tree(self.repo, self.default_branch)
         return self._tree
 
+    async def file_text(self, path: str) -> str | None:
+        """A file's text at the default branch (None when absent), read once per session."""
+        read = self._files.get(path)
+        if read is None:
+            read = asyncio.ensure_future(self.port.get_file_text(self.repo, path, ref=self.default_branch))
+            self._files[path] = read
+        try:
+            return await read
+        except BaseException:
+            if self._files.get(path) is read:  # a failed read is tried again by the next caller
+                del self._files[path]
+            raise
+
+    def _setup_files(self) -> tuple[str, ...]:
+        """The files setup detection will likely read, when the config known now leaves it to
+        detection: read in the prefetch, whether or not they exist (a miss costs a request,
+        not a round trip)."""
+        known = self.services.repo_cache.config(self.repo, self.default_branch)
+        return SETUP_FILES if known is None or known.setup is None else ()
+
     async def current_plan(self) -> LoadedPlan | None:
         """The plan as this session last read it (read now if it has not been)."""
         return self._plan if self._plan_read else await self.load_plan()
 
     async def prefetch(self, *reads: Awaitable[object]) -> list[object]:
-        """`reads` and what a plan request reads (plan, issue, tree) at once: one round trip;
-        the results of `reads`.
+        """`reads` and what a plan request reads (plan, issue, tree, the manifests setup detection
+        reads) at once: one round trip; the results of `reads`.
 
         A failure of one of `reads` is raised (once all have finished: a permission read that
-        fails keeps the job from going on). A failed plan, issue or tree read is left to the
-        real read, which raises where it is handled.
+        fails keeps the job from going on). A failed plan, issue, tree or file read is left to
+        the real read, which raises where it is handled.
         """
+        speculative = [self.file_text(path) for path in self._setup_files()]
         found = await asyncio.gather(
-            *reads, self.load_plan(), self.issue_info(), self.tree(), return_exceptions=True
+            *reads, self.load_plan(), self.issue_info(), self.tree(), *speculative, return_exceptions=True
         )
         mine = found[: len(reads)]
         for result in mine:

@@ -48,9 +48,32 @@ async def test_per_minute_limit_without_interval() -> None:
 
 async def test_min_interval_spaces_calls() -> None:
     clock = FakeClock()
-    throttle = Throttle(per_minute=80, min_interval=1.0, clock=clock, sleep=clock.sleep)
+    throttle = Throttle(per_minute=80, min_interval=1.0, burst=1, clock=clock, sleep=clock.sleep)
     times = await _admit(throttle, clock, 5)
     assert times == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+async def test_a_short_burst_goes_at_once_then_one_call_a_second() -> None:
+    clock = FakeClock()
+    throttle = Throttle(per_minute=80, min_interval=1.0, clock=clock, sleep=clock.sleep)
+    assert await _admit(throttle, clock, 6) == [0.0, 0.0, 0.0, 1.0, 2.0, 3.0]
+    clock.now += 1.5  # a quiet moment gives back one and a half calls, not a new burst
+    assert await _admit(throttle, clock, 3) == [4.5, 5.0, 6.0]
+
+
+@pytest.mark.parametrize(("min_interval", "burst"), [(1.0, 3), (0.5, 10), (0.0, 500), (1.0, 80)])
+async def test_the_burst_never_exceeds_githubs_per_minute_limit(min_interval: float, burst: int) -> None:
+    clock = FakeClock()
+    throttle = Throttle(per_minute=80, min_interval=min_interval, burst=burst, clock=clock, sleep=clock.sleep)
+    times: list[float] = []
+    for _ in range(20):  # bursts of 40 calls with idle minutes between them: the bucket refills
+        times += await _admit(throttle, clock, 40)
+        clock.now += 90.0
+    times += await _admit(throttle, clock, 400)  # then ten minutes of nonstop calls
+    assert _max_in_any_minute(times) <= 80
+    if min_interval:  # sustained, one call per interval after the burst
+        nonstop = times[-400:]
+        assert nonstop[-1] - nonstop[0] >= (400 - min(burst, 80)) * min_interval
 
 
 async def test_calls_spread_out_in_time_do_not_wait() -> None:
@@ -94,5 +117,6 @@ async def test_port_keeps_100_content_calls_under_80_per_minute(fake: FakeGitHub
     posts = [r.at for r in fake.requests_to("POST", rf"/repos/{REPO}/issues/1/comments")]
     assert len(posts) == 100
     assert _max_in_any_minute(posts) <= 80
-    assert min(b - a for a, b in itertools.pairwise(posts)) >= 0.5
+    assert posts[:3] == [posts[0]] * 3, "a burst of three goes at once"
+    assert min(b - a for a, b in itertools.pairwise(posts[2:40])) >= 0.5, "then one per interval"
     assert fake.requests[-1].at == posts[-1]
