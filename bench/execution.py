@@ -71,7 +71,7 @@ def git(*args: str, cwd: Path) -> None:
 
 def script_run(tmp: Path, batches: int, width: int) -> float:
     """The same work, done directly: git operations and the same agent script."""
-    from bot.workspace.jail import Sandbox
+    from bot.workspace.sandbox import Sandbox
 
     remote = make_remote(tmp)
     agent = agent_script(tmp, "agent.sh", WRITE)

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from bot.db.queue import utcnow  # noqa: E402
 from bot.handlers.approval import queue_polls  # noqa: E402
-from bot.state import PlanStatus  # noqa: E402
-from bot.state_block import decode_state  # noqa: E402
+from bot.plan.state import PlanStatus  # noqa: E402
+from bot.plan.state_block import decode_state  # noqa: E402
 from tests.execution_support import agent_script, make_remote  # noqa: E402
 from tests.harness import REPO, Harness, commented, labeled  # noqa: E402
 

@@ -55,7 +55,7 @@ from bot.llm.scripted import tool_reply  # noqa: E402
 from bot.local.runner import INTERRUPTED, LocalContext, RunRequest, shared_data_dir, start_run  # noqa: E402
 from bot.local.store import LocalRun, RunStore  # noqa: E402
 from bot.plan.baseline import summary_line  # noqa: E402
-from bot.settings import Settings  # noqa: E402
+from bot.runtime.settings import Settings  # noqa: E402
 
 BENCH_FILE = "docs/plan-cascade-bench.md"
 PROJECT_TIMEOUT = 900

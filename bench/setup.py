@@ -31,11 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.real_corpus import registry_egress  # noqa: E402
-from bot.envsetup import detect_setup  # noqa: E402
+from bot.environment.setup import detect_setup  # noqa: E402
 from bot.orchestration.envcopy import keep_base_environment, reuse_base_environment, setup_wrote  # noqa: E402
 from bot.orchestration.setup import prepare  # noqa: E402
-from bot.workspace.jail import Sandbox  # noqa: E402
 from bot.workspace.process import uv_program  # noqa: E402
+from bot.workspace.sandbox import Sandbox  # noqa: E402
 from bot.workspace.worktree import add_worktree  # noqa: E402
 from tests.execution_support import approved_state, make_remote, make_run  # noqa: E402
 
@@ -90,7 +90,7 @@ async def main(spec: str) -> int:
         remote = make_remote(tmp, files)
         egress = registry_egress()  # the README's default list, plus this machine's inward addresses
         state = approved_state(PRD).model_copy(update={"setup": commands, "setup_source": "detected"})
-        from bot.repoconfig import load_repo_config
+        from bot.config.repo import load_repo_config
 
         run = make_run(
             tmp,

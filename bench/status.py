@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.plan import PRD, Story  # noqa: E402
-from bot.state import Approval, PlanStatus, StoryStatus, new_plan, update_story  # noqa: E402
+from bot.plan.state import Approval, PlanStatus, StoryStatus, new_plan, update_story  # noqa: E402
 from bot.testing.server_process import running_server  # noqa: E402
 from tests.status.seed import plan_values  # noqa: E402
 from tests.support import WEBHOOK_SECRET, rsa_private_key_pem  # noqa: E402

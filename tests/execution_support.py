@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.registry import AgentRegistry
+from bot.config.repo import load_repo_config
 from bot.plan import parse_prd
-from bot.repoconfig import load_repo_config
-from bot.state import PlanState, add_approval, new_plan
+from bot.plan.state import PlanState, add_approval, new_plan
 from bot.testing.recording import RecordingReporter
 from bot.workspace.mirror import Mirror
 
@@ -77,7 +77,7 @@ def approved_state(prd_yaml: str, *, repo: str = "octo/demo", issue: int = 7) ->
     """A plan approved by a maintainer."""
     from datetime import UTC, datetime
 
-    from bot.state import Approval
+    from bot.plan.state import Approval
 
     prd = parse_prd(prd_yaml)
     state = new_plan(repo=repo, issue=issue, prd=prd, at=datetime(2026, 1, 1, tzinfo=UTC))

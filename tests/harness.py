@@ -9,8 +9,8 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from bot.server import Runtime, build_runtime, create_app
-from bot.services import Services
+from bot.app.server import Runtime, build_runtime, create_app
+from bot.runtime.services import Services
 from bot.testing.deliveries import encode, load_fixture, signed_headers
 from bot.testing.fake_github import FakeGitHub
 from bot.testing.fake_github_model import now_iso

@@ -15,10 +15,10 @@ import time
 
 from bot.db.engine import Database
 from bot.db.queue import JobQueue
-from bot.routing import Router
-from bot.services import Services
-from bot.settings import Settings
-from bot.worker import JobKinds, WorkerPool
+from bot.runtime.routing import Router
+from bot.runtime.services import Services
+from bot.runtime.settings import Settings
+from bot.runtime.worker import JobKinds, WorkerPool
 
 
 async def record(db_url: str, out: str) -> None:
@@ -71,7 +71,7 @@ if __name__ == "__main__":
     if mode == "record":
         asyncio.run(record(url, sys.argv[3]))
     elif mode == "hang-long":  # a real worker identity and an hour-long lease
-        from bot.worker import worker_identity
+        from bot.runtime.worker import worker_identity
 
         asyncio.run(hang(url, lease=3600, worker=worker_identity()))
     else:

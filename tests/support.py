@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from bot.settings import Settings
+from bot.runtime.settings import Settings
 
 WEBHOOK_SECRET = "test-webhook-secret-1234"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -93,7 +93,7 @@ def rewrite_state_block(body: str, change: Any) -> str:
     import re
     import zlib
 
-    from bot.state import PlanState
+    from bot.plan.state import PlanState
 
     block = r"(<!--\s*plan-cascade:state v\d+\s+(?:c=\d+\s+)?(?:sig=\S+\s+)?)([A-Za-z0-9+/=\s]+?)(\s*-->)"
     match = re.search(block, body)
@@ -111,7 +111,7 @@ def bwrap_marker() -> Any:
 
     import pytest
 
-    from bot.workspace.jail import bwrap_problem
+    from bot.workspace.sandbox import bwrap_problem
 
     problem = bwrap_problem("bwrap")
     return pytest.mark.skipif(
@@ -121,6 +121,6 @@ def bwrap_marker() -> Any:
 
 def confined(worktree: Path, home: Path, **kwargs: Any) -> Any:
     """A confinement in the default (required) sandbox, for tests that start processes."""
-    from bot.workspace.jail import Sandbox
+    from bot.workspace.sandbox import Sandbox
 
     return Sandbox().confinement(worktree=worktree, home=home, **kwargs)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bot.llm import Completion, ScriptedLLM, Usage, tool_reply
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from tests.execution_support import prompt_logging_repo
 from tests.harness import REPO, Harness, commented
 

@@ -15,8 +15,8 @@ import pytest
 from bot.handlers.plan_io import save_plan
 from bot.handlers.session import open_session
 from bot.plan import parse_prd
-from bot.state import PlanStatus, StoryStatus, update_story
-from bot.state_block import decode_state, find_block
+from bot.plan.state import PlanStatus, StoryStatus, update_story
+from bot.plan.state_block import decode_state, find_block
 from tests.harness import INSTALLATION, REPO, Harness, commented
 from tests.support import rewrite_state_block
 from tests.test_github_flow import PRD
@@ -93,7 +93,7 @@ async def test_attack_1_a_forged_failed_state_with_a_fake_approval_cannot_be_ret
     comment = plan_comment(h)
 
     def failed_with_fake_approval(state):  # type: ignore[no-untyped-def]
-        from bot.state import Approval
+        from bot.plan.state import Approval
 
         approval = Approval(user="maint", at=datetime.now(UTC), via="command", plan_hash=state.plan_hash)
         state = update_story(state, "STORY-001", status=StoryStatus.FAILED, reason="boom")
@@ -179,8 +179,8 @@ async def test_attack_4_approve_counts_only_for_the_revision_its_author_saw(h: H
 
 
 async def test_attack_6_no_bot_comment_is_trusted_while_the_bots_identity_is_unknown(h: Harness) -> None:
-    from bot.state import new_plan
-    from bot.state_block import PLAN_MARKER, encode_state
+    from bot.plan.state import new_plan
+    from bot.plan.state_block import PLAN_MARKER, encode_state
 
     # Another App posts a plan comment (unsigned, as if by an older bot) for an evil plan.
     prd = parse_prd(PRD[PRD.index("version: 1") : PRD.rindex("```")])

@@ -16,8 +16,8 @@ import pytest
 
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import open_session
-from bot.state import PlanStatus, StoryStatus, update_story
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus, StoryStatus, update_story
+from bot.plan.state_block import decode_state
 from bot.testing.deliveries import load_fixture
 from tests.execution_support import make_remote
 from tests.harness import INSTALLATION, REPO, Harness, commented

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bot.db.queue import utcnow
 from bot.handlers.approval import poll_interval, queue_polls
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from tests.harness import REPO, Harness, labeled
 from tests.test_github_flow import PRD
 

@@ -15,8 +15,8 @@ from bot.handlers.execution import build_run
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import open_session
 from bot.orchestration.engine import execute
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, make_remote, remote_branches
 from tests.harness import INSTALLATION, REPO, Harness, commented
 from tests.test_github_flow import PRD

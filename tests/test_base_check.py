@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.state import PlanStatus, StoryStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus, StoryStatus
+from bot.plan.state_block import decode_state
 from tests.execution_support import git
 from tests.harness import Harness, commented
 from tests.pkgindex import PackageIndex, repack_installed

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.state_block import decode_state
+from bot.plan.state_block import decode_state
 from bot.testing.deliveries import load_fixture
 from bot.testing.fake_github_actions import add_workflow_run, finish_rerun
 from bot.testing.fake_github_forks import workflow_run_event

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands import parse_command
+from bot.runtime.commands import parse_command
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.config.repo import load_repo_config
 from bot.errors import RepoConfigError
-from bot.repoconfig import load_repo_config
 from tests.harness import REPO, Harness, labeled
 
 DEEP = "agent: " + "[" * 1000 + "]" * 1000  # 2 KB

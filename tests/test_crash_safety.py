@@ -19,8 +19,8 @@ import pytest
 from bot.handlers.execution import build_run
 from bot.handlers.session import open_session
 from bot.orchestration.engine import execute
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, git, make_remote
 from tests.harness import INSTALLATION, REPO, Harness, commented
 from tests.test_publishing import PRD

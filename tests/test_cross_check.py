@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from bot.app.wiring import make_llm_factory
+from bot.config.repo import load_repo_config, split_model_ref
 from bot.errors import RepoConfigError
 from bot.llm import ScriptedLLM
 from bot.llm.base import Completion, Usage
-from bot.repoconfig import load_repo_config, split_model_ref
-from bot.services import Services
-from bot.state_block import decode_state
-from bot.wiring import make_llm_factory
+from bot.plan.state_block import decode_state
+from bot.runtime.services import Services
 from tests.harness import REPO, Harness, labeled
 from tests.support import make_settings
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.state import StoryStatus
-from bot.state_block import decode_state
+from bot.plan.state import StoryStatus
+from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, make_remote
 from tests.harness import REPO, Harness, commented
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from bot.handlers.epic import feature_order, parse_child_marker
 from bot.llm import Completion, Usage
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from bot.planning.epic import Epic
-from bot.state import PlanStatus
-from bot.state_block import decode_state
 from tests.harness import REPO, Harness, commented, labeled
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.orchestration.engine import execute
-from bot.state import PlanStatus, StoryStatus, update_story
-from bot.workspace.jail import Sandbox
+from bot.plan.state import PlanStatus, StoryStatus, update_story
+from bot.workspace.sandbox import Sandbox
 from tests.execution_support import (
     agent_script,
     approved_state,
@@ -199,7 +199,7 @@ async def test_a_reflection_that_only_retries_needs_a_fresh_approval(tmp_path: P
     import json
 
     from bot.llm import ScriptedLLM
-    from bot.state import Approval, add_approval
+    from bot.plan.state import Approval, add_approval
 
     script = agent_script(tmp_path, "nope.sh", 'id=$(echo "$1" | tr A-Z a-z)\necho nope > "$2/$id.txt"\n')
     reflection = {
@@ -277,7 +277,7 @@ async def test_cost_limit_pauses_the_plan(tmp_path: Path) -> None:
         agent_script(tmp_path, "unused.sh", "true\n"),
         "execution:\n  max_parallel: 1\nlimits:\n  max_cost_usd: 2.0\n",
     ).model_copy()
-    from bot.repoconfig import load_repo_config
+    from bot.config.repo import load_repo_config
 
     config = load_repo_config(
         "agent:\n  default: builtin\n  sandbox: none\ngates:\n  detect: false\n  strict: true\n"

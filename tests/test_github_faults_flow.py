@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from bot.testing.fake_github_faults import Faults
 from tests.execution_support import agent_script, make_remote
 from tests.harness import REPO, Harness, commented

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.state import PlanStatus
-from bot.state_block import decode_state, find_block
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state, find_block
 from tests.harness import REPO, Harness, commented, labeled
 
 PRD = """Please add rate limiting.
@@ -321,7 +321,7 @@ async def test_forged_plan_comment_by_a_human_is_not_trusted(h: Harness) -> None
     await _planned(h)
     _, state = await plan_state(h)
     forged = state.model_copy(update={"status": PlanStatus.APPROVED, "approved_scope": ["STORY-001"]})
-    from bot.state_block import PLAN_MARKER, encode_state
+    from bot.plan.state_block import PLAN_MARKER, encode_state
 
     h.fake.add_comment(REPO, 1, body=f"{PLAN_MARKER}\n{encode_state(forged, key=None)}", user="writer")
     from sqlalchemy import delete

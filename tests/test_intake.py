@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, text
 
+from bot.app.server import build_runtime, create_app
 from bot.db.checkpoint import Checkpointer
 from bot.db.engine import sqlite_path
 from bot.db.models import Delivery, Job
-from bot.server import build_runtime, create_app
-from bot.services import Services
+from bot.runtime.services import Services
+from bot.runtime.webhook import IntakePressure
 from bot.testing.deliveries import encode, load_fixture, signed_headers
-from bot.webhook import IntakePressure
 from tests.support import WEBHOOK_SECRET, asgi_client, make_settings, postgres_database, wait_for
 
 

@@ -10,9 +10,9 @@ from sqlalchemy import delete
 from bot.db.models import PlanRecord
 from bot.handlers.plan_io import save_plan
 from bot.handlers.session import open_session
+from bot.plan.state import PlanStatus, StoryStatus, new_plan, update_story
+from bot.plan.state_block import parse_part, parse_reference
 from bot.rendering.plan_comment import COMMENT_LIMIT, comment_size
-from bot.state import PlanStatus, StoryStatus, new_plan, update_story
-from bot.state_block import parse_part, parse_reference
 from tests.harness import INSTALLATION, REPO, Harness
 from tests.rendering.samples import big_prd
 

@@ -90,8 +90,8 @@ async def test_a_notice_marker_in_someone_elses_comment_silences_nothing() -> No
 
 
 def test_the_acceptance_marker_survives_a_long_review() -> None:
-    from bot.publishing.verdicts import REVIEW_MARKER, review_body
-    from bot.state import CriterionCheck
+    from bot.orchestration.verdicts import REVIEW_MARKER, review_body
+    from bot.plan.state import CriterionCheck
     from tests.execution_support import approved_state
     from tests.test_state_rollback import ONE_STORY
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from bot.github.models import PullRequest
+from bot.plan.state import BatchState, PlanStatus
+from bot.plan.state_block import decode_state
 from bot.rendering.pr_body import batch_marker
-from bot.state import BatchState, PlanStatus
-from bot.state_block import decode_state
 from bot.testing.fake_github_forks import open_fork_pull, pull_request_event
 from tests.execution_support import agent_script, git, make_remote
 from tests.harness import INSTALLATION, REPO, Harness, commented

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bot.plan import parse_prd, prd_to_yaml
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from bot.testing.deliveries import load_fixture
 from tests.execution_support import git, make_remote
 from tests.harness import INSTALLATION, REPO, Harness, labeled

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.state import PlanStatus, StoryStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus, StoryStatus
+from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, git, make_remote, remote_branches
 from tests.harness import REPO, Harness, commented
 

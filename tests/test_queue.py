@@ -16,10 +16,10 @@ import pytest
 
 from bot.db.engine import Database
 from bot.db.queue import JobQueue, backoff_seconds, utcnow
-from bot.routing import Router
-from bot.services import Services
-from bot.settings import Settings
-from bot.worker import JobKinds, WorkerPool
+from bot.runtime.routing import Router
+from bot.runtime.services import Services
+from bot.runtime.settings import Settings
+from bot.runtime.worker import JobKinds, WorkerPool
 from tests.support import postgres_database, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,7 +193,7 @@ async def test_a_dead_workers_job_is_reclaimed_at_once_not_when_its_lease_ends(t
 
 
 async def test_a_live_workers_job_is_not_reclaimed(sqlite_db: Database) -> None:
-    from bot.worker import worker_identity
+    from bot.runtime.worker import worker_identity
 
     queue = JobQueue(sqlite_db, lease_seconds=3600)
     job_id = await queue.enqueue(kind="work", group_key="o/r#7", payload={})

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.plan.state import new_plan
+from bot.plan.state_block import decode_state, encode_state, state_payload, state_reference
 from bot.redaction import redact, register_secret
-from bot.state import new_plan
-from bot.state_block import decode_state, encode_state, state_payload, state_reference
 from tests.execution_support import agent_script, make_remote
 from tests.harness import REPO, Harness, commented
 from tests.test_publishing import PRD

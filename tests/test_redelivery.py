@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot.app.redelivery import look, missed, redelivery_loop
 from bot.db.engine import Database
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.models import HookDelivery
 from bot.metrics import Metrics
-from bot.redelivery import look, missed, redelivery_loop
 from bot.testing.fake_github import FakeGitHub
 from tests.harness import REPO, Harness, labeled
 from tests.support import WEBHOOK_SECRET, postgres_database, rsa_private_key_pem

@@ -1,4 +1,4 @@
-"""Tests of bot.repoconfig: loading, merging, validation messages, agent chains, deny globs, docs."""
+"""Tests of bot.config.repo: loading, merging, validation messages, agent chains, deny globs, docs."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from bot.errors import RepoConfigError
-from bot.plan.model import StoryType
-from bot.repoconfig import (
+from bot.config.repo import (
     STORY_TYPES,
     RepoConfig,
     deep_merge,
@@ -25,6 +23,8 @@ from bot.repoconfig import (
     load_repo_config,
     repo_config_json_schema,
 )
+from bot.errors import RepoConfigError
+from bot.plan.model import StoryType
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "templates" / "plan-cascade.example.yml"

@@ -13,8 +13,8 @@ import pytest
 
 from bot.errors import StateError
 from bot.orchestration.scheduler import resume, runnable
-from bot.state import PlanStatus, StoryStatus, update_story
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus, StoryStatus, update_story
+from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, approved_state, make_remote, remote_branches
 from tests.harness import REPO, Harness, commented
 

@@ -20,9 +20,9 @@ from bot.gates.detect import GateSpec
 from bot.gates.run import run_gate
 from bot.orchestration.setup import gate_confinement
 from bot.orchestration.story import run_story
-from bot.state import StoryStatus
-from bot.workspace.jail import Sandbox
+from bot.plan.state import StoryStatus
 from bot.workspace.process import scrubbed_env
+from bot.workspace.sandbox import Sandbox
 from bot.workspace.worktree import add_worktree
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 from tests.pkgindex import PackageIndex, repack_installed

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot.app.doctor import deliveries_check, run_checks
 from bot.cli import main
-from bot.doctor import deliveries_check, run_checks
 from bot.errors import ConfigurationError
-from bot.settings import Settings, load_settings
+from bot.runtime.settings import Settings, load_settings
 from bot.testing.fake_github import FakeGitHub
 from tests.support import make_settings, rsa_private_key_pem
 
@@ -199,8 +199,8 @@ async def test_doctor_says_when_the_required_sandbox_cannot_run(tmp_path: Path) 
 
 
 async def test_an_openai_compatible_provider_without_a_model_is_refused_at_start(tmp_path: Path) -> None:
+    from bot.app.server import create_app
     from bot.errors import ConfigurationError
-    from bot.server import create_app
 
     settings = make_settings(
         tmp_path,

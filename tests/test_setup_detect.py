@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from bot.envsetup import NO_LOCKFILE, PlannedSetup, detect_setup, planned_setup
+from bot.environment.repoview import RepoView
+from bot.environment.setup import NO_LOCKFILE, PlannedSetup, detect_setup, planned_setup
 from bot.gates.detect import detect_in
 from bot.rendering.plan_comment import render_plan_comment
-from bot.repoview import RepoView
 from tests.rendering.samples import awaiting_state
 
 UV = "uv venv -q .venv && uv pip install -q --python .venv/bin/python"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.state_block import decode_state
+from bot.plan.state_block import decode_state
 from bot.workspace.egress import DEFAULT_SETUP_EGRESS, destination, parse_egress, public
 from tests.harness import Harness
 from tests.pkgindex import PackageIndex, downloads_of

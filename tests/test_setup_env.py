@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.envsetup import detect_setup
+from bot.config.repo import load_repo_config
+from bot.environment.setup import detect_setup
 from bot.errors import RepoConfigError
-from bot.repoconfig import load_repo_config
-from bot.state import PlanStatus, StoryStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus, StoryStatus
+from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, git, make_remote
 from tests.harness import REPO, Harness, commented
 from tests.pkgindex import PackageIndex, build_wheel, downloads_of, repack_installed

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from tests.harness import Harness
 from tests.pkgindex import PackageIndex, build_wheel, repack_installed
 from tests.test_setup_env import check_runs, indexed, needs_bwrap, plan_and_run

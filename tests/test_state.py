@@ -8,7 +8,7 @@ import pytest
 
 from bot.errors import StateError
 from bot.plan import parse_prd
-from bot.state import (
+from bot.plan.state import (
     Approval,
     PlanStatus,
     StoryStatus,
@@ -20,7 +20,7 @@ from bot.state import (
     transition,
     update_story,
 )
-from bot.state_block import decode_state, encode_state
+from bot.plan.state_block import decode_state, encode_state
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 PRD_TEXT = """

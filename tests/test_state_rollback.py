@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.orchestration.engine import execute
-from bot.state import PlanStatus
-from bot.state_block import decode_state, encode_state, find_block
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state, encode_state, find_block
 from bot.testing.fake_github_actions import add_workflow_run
 from tests.execution_support import (
     agent_script,
@@ -109,8 +109,8 @@ async def test_a_fix_asks_the_plan_before_its_agent_runs(h: Harness) -> None:  #
 
     from bot.handlers.execution import still_wanted
     from bot.handlers.plan_io import update_plan
+    from bot.handlers.review_fix import _ci_stopped
     from bot.handlers.session import open_session
-    from bot.publishing.review import _ci_stopped
     from tests.harness import INSTALLATION
 
     (comment,) = h.plan_comments(1)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from bot.app.server import build_runtime, create_app
 from bot.db.models import Delivery, Job
-from bot.server import build_runtime, create_app
+from bot.runtime.webhook import MAX_BODY_BYTES, signature_ok
 from bot.testing.deliveries import encode, event_of, fixture_names, load_fixture, signed_headers
-from bot.webhook import MAX_BODY_BYTES, signature_ok
 from tests.support import WEBHOOK_SECRET, asgi_client, make_settings
 
 
@@ -46,7 +46,7 @@ def _fake_github_for_fixtures():
 
 @pytest.fixture
 async def server(tmp_path: Path):
-    from bot.services import Services
+    from bot.runtime.services import Services
 
     settings = make_settings(tmp_path, GITHUB_API_URL="http://github.test")
     fake = _fake_github_for_fixtures()
@@ -247,7 +247,7 @@ async def test_healthz_reports_an_unreachable_database(tmp_path: Path) -> None:
 
 
 def test_payload_field_of_unexpected_shape_does_not_break_routing() -> None:
-    from bot.routing import Event
+    from bot.runtime.routing import Event
 
     payload = json.loads(json.dumps(load_fixture("issues.labeled.1")))
     payload["issue"] = "not an object"

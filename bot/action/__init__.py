@@ -1,9 +1,9 @@
 """Plan Cascade as a GitHub Action: the server's handlers run once per workflow run
 (`runner`), and stories of the `actions` backend run as matrix jobs (`dispatch`, `run_story`)."""
 
-from bot.action.dispatch import ActionsStoryRunner, actions_story_runner
 from bot.action.inputs import ActionInputs, StoryInputs, read_inputs
 from bot.action.runner import action_main, run_action
+from bot.orchestration.actions_backend import ActionsStoryRunner, actions_story_runner
 
 __all__ = [
     "ActionInputs",

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from bot.config.repo import CONFIG_PATH
 from bot.errors import ConfigurationError
-from bot.repoconfig import CONFIG_PATH
 
 ACTIONS_BOT = "github-actions[bot]"
 """The login comments made with the workflow's GITHUB_TOKEN are written under."""

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from bot.state import PlanState
+from bot.plan.state import PlanState
 
 
 def output_block(values: Mapping[str, str], *, delimiter: Callable[[], str] | None = None) -> str:

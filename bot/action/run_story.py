@@ -13,14 +13,14 @@ import logging
 from dataclasses import dataclass
 
 from bot.action.inputs import ActionInputs, StoryInputs
-from bot.action.result import StoryReport, story_check_name
 from bot.errors import PlanCascadeError, StateError
 from bot.github.port import GitHubPort
 from bot.handlers.session import open_session
+from bot.orchestration.actions_contract import StoryReport, story_check_name
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import in_scope, story_branch
-from bot.services import Services
-from bot.state import PlanState, PlanStatus, StoryState, StoryStatus
+from bot.plan.state import PlanState, PlanStatus, StoryState, StoryStatus
+from bot.runtime.services import Services
 from bot.workspace.git import run_git
 
 log = logging.getLogger(__name__)

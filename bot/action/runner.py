@@ -29,9 +29,9 @@ from bot.action.services import InlineJobs, action_services
 from bot.errors import PlanCascadeError
 from bot.handlers.session import open_session
 from bot.log import log_context
-from bot.routing import Event
-from bot.services import Services
-from bot.state import PlanState
+from bot.plan.state import PlanState
+from bot.runtime.routing import Event
+from bot.runtime.services import Services
 
 log = logging.getLogger(__name__)
 POLL_EVENTS = ("schedule", "workflow_dispatch")
@@ -99,7 +99,7 @@ async def handle_event(
     services: Services, jobs: InlineJobs, inputs: ActionInputs, payload: dict[str, Any]
 ) -> set[int]:
     """Dispatch the event through the server's router, then run the jobs it queued."""
-    from bot.wiring import default_router
+    from bot.app.wiring import default_router
 
     payload = dict(payload)
     payload.setdefault("repository", {"full_name": inputs.repository})
@@ -157,7 +157,7 @@ async def poll_plans(services: Services, jobs: InlineJobs, inputs: ActionInputs)
 
 async def _run_story(services: Services, inputs: ActionInputs) -> dict[str, str]:
     from bot.action.run_story import run_one_story
-    from bot.state import StoryStatus
+    from bot.plan.state import StoryStatus
 
     story = inputs.story
     assert story is not None

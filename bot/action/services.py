@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from bot.action.inputs import ActionInputs
+from bot.config.repo import CONFIG_PATH
 from bot.db.queue import ClaimedJob, utcnow
 from bot.errors import JobError, RepoConfigError
 from bot.github.port import GitHubPort
-from bot.plans import PlanStore
-from bot.repoconfig import CONFIG_PATH
-from bot.services import Services
-from bot.settings import Settings, load_settings
-from bot.worker import JobKinds
+from bot.runtime.services import Services
+from bot.runtime.settings import Settings, load_settings
+from bot.runtime.worker import JobKinds
+from bot.store.plans import PlanStore
 
 if TYPE_CHECKING:
     from bot.handlers.session import Session
@@ -115,7 +115,7 @@ def state_key(inputs: ActionInputs) -> bytes | None:
     Without one, a plan comment is believed only when its GraphQL edit history shows that
     nobody but the bot edited it.
     """
-    from bot.settings import derive_state_key, is_placeholder
+    from bot.runtime.settings import derive_state_key, is_placeholder
 
     if is_placeholder(inputs.state_key):
         return None
@@ -127,8 +127,8 @@ def action_services(
     inputs: ActionInputs, *, data_dir: Path, transport: httpx.AsyncBaseTransport | None = None
 ) -> tuple[Services, InlineJobs]:
     """Services wired for one Action run, and the inline job runner behind `enqueue`."""
+    from bot.app.wiring import default_job_kinds, make_llm_factory
     from bot.github.auth import token_port
-    from bot.wiring import default_job_kinds, make_llm_factory
 
     settings = action_settings(inputs, data_dir)
     if transport is None:

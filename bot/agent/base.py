@@ -14,11 +14,11 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
+from bot.config.repo import AgentLimits
 from bot.llm import Usage
 from bot.plan import PRD, Story
-from bot.repoconfig import AgentLimits
 from bot.workspace.gitview import GitView
-from bot.workspace.jail import Confinement, Sandbox
+from bot.workspace.sandbox import Confinement, Sandbox
 
 Phase = Literal["implementation", "retry", "refactor", "review", "ci"]
 """`ci`: the repository's own CI failed on a batch; it runs the `review` phase's agents."""

@@ -10,7 +10,7 @@ of ours, plus exactly the variables the operator lists in ``PLAN_CASCADE_AGENT_E
 example ``ANTHROPIC_API_KEY``): those are visible to the agent and to whatever it runs.
 
 These agents run in the same sandbox as everything else the bot starts on untrusted code
-(see `bot.workspace.jail`), with network access when the operator allows it
+(see `bot.workspace.sandbox`), with network access when the operator allows it
 (``PLAN_CASCADE_AGENT_NETWORK``, default on: they must reach their model's API).
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from bot.agent.base import AgentResult, AgentTask, confinement_for
 from bot.agent.prompt import task_prompt
 from bot.agent.transcript import Transcript
-from bot.envsetup import with_env_path
+from bot.environment.setup import with_env_path
 from bot.errors import AgentError
 from bot.workspace import run_process, scrubbed_env
 from bot.workspace.process import SAFE_PATH

@@ -6,7 +6,7 @@ commit of the mirror (``git show``, ``git ls-tree``, ``git grep``: no checkout, 
 the repository's, nothing can be written) and ``submit`` with the answer. Any other tool name
 is refused, whatever the model asks. The answer may also come as a plain JSON message.
 
-Used by the acceptance review of a batch (`bot.publishing.acceptance`).
+Used by the acceptance review of a batch (`bot.orchestration.acceptance`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from bot.agent.tools import MAX_GLOB_RESULTS, MAX_GREP_RESULTS, MAX_LINE_CHARS, clip
 from bot.agent.toolspecs import GlobArgs, GrepArgs, ReadArgs
+from bot.config.globs import is_denied
 from bot.errors import LLMError
-from bot.globs import is_denied
 from bot.llm import LLM, Message, ToolCall, ToolSpec, Usage
 from bot.llm.structured import problems_of
 from bot.workspace.git import GitResult

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.github.models_actions import WorkflowRun
+from bot.llm.sanitize import fence_untrusted, sanitize_untrusted
 from bot.plan import PRD
-from bot.planning.sanitize import fence_untrusted, sanitize_untrusted
-from bot.state import PlanState
+from bot.plan.state import PlanState
 
 PENDING = {"queued", "in_progress", "pending", "waiting", "requested", "expected"}
 FAILED = {"failure", "timed_out", "cancelled", "startup_failure", "action_required", "error", "stale"}
@@ -155,7 +155,7 @@ def fix_feedback(
 
 def ci_comment(batch: int, head: str, checks: Sequence[CICheck], actions: Sequence[str], *, note: str) -> str:
     """The one sticky comment on the batch PR: the state of each check and what the bot did."""
-    from bot.rendering.env import md_inline
+    from bot.rendering.jinja import md_inline
 
     icon = {True: "❌", False: "✅"}
     lines = [f"### CI of batch {batch} at `{head[:12]}`", "", md_inline(note), ""]

@@ -35,9 +35,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.environment.declared import GATE_TOOLS, declared_anywhere, provides, requirement_files
+from bot.environment.repoview import RepoView, table
 from bot.errors import RepoConfigError
-from bot.pydeclared import GATE_TOOLS, declared_anywhere, provides, requirement_files
-from bot.repoview import RepoView, table
 
 GateKind = Literal["typecheck", "test", "lint", "custom", "verification", "integration", "setup"]
 

@@ -14,18 +14,18 @@ import logging
 from datetime import datetime
 from typing import Literal
 
-from bot.commands import Command
 from bot.db.queue import ClaimedJob
 from bot.errors import StateError
 from bot.github.models import ReactionsPage
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session
-from bot.permissions import is_bot
-from bot.plans import LoadedPlan
+from bot.plan.state import Approval, PlanState, PlanStatus, add_approval, scope_for, written_for_revision
 from bot.rendering import messages
-from bot.services import Services
-from bot.state import Approval, PlanState, PlanStatus, add_approval, scope_for, written_for_revision
-from bot.worker import JobKinds
+from bot.runtime.commands import Command
+from bot.runtime.services import Services
+from bot.runtime.worker import JobKinds
+from bot.store.permissions import is_bot
+from bot.store.plans import LoadedPlan
 
 log = logging.getLogger(__name__)
 kinds = JobKinds()

@@ -14,10 +14,10 @@ from pydantic import BaseModel, Field
 from bot.agent.readonly import Unfinished, investigate
 from bot.errors import ConfigurationError, GitHubError, WorkspaceError
 from bot.handlers.session import Session
+from bot.llm.sanitize import fence_untrusted, sanitize_untrusted
+from bot.planning.answers import references_markdown
 from bot.planning.exploration import Reference, exploration_limits, file_listing
-from bot.planning.sanitize import fence_untrusted, sanitize_untrusted
-from bot.rendering.answers import references_markdown
-from bot.rendering.env import md_block, md_inline
+from bot.rendering.jinja import md_block, md_inline
 
 log = logging.getLogger(__name__)
 ANSWER_CHARS = 20_000

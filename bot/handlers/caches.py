@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 
-from bot.repoconfig import CONFIG_PATH
-from bot.routing import Event, Router
-from bot.services import Services
+from bot.config.repo import CONFIG_PATH
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
 
 router = Router()
 log = logging.getLogger(__name__)

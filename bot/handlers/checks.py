@@ -13,9 +13,9 @@ import shutil
 
 from bot.db.queue import ClaimedJob
 from bot.handlers.session import session_for_event, session_for_job
-from bot.routing import Event, Router
-from bot.services import Services
-from bot.worker import JobKinds
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
+from bot.runtime.worker import JobKinds
 
 router = Router()
 kinds = JobKinds()

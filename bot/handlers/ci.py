@@ -46,11 +46,11 @@ from bot.gates.ci import (
 from bot.github.models_actions import WorkflowJob
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, session_for_job
-from bot.plans import LoadedPlan, same_login
-from bot.routing import Event, Router
-from bot.services import Services
-from bot.state import BatchState, PlanState, PlanStatus, totals, with_batch
-from bot.worker import JobKinds
+from bot.plan.state import BatchState, PlanState, PlanStatus, totals, with_batch
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
+from bot.runtime.worker import JobKinds
+from bot.store.plans import LoadedPlan, same_login
 
 router = Router()
 kinds = JobKinds()
@@ -271,7 +271,7 @@ async def _on_failure(
     feedback, output = fix_feedback(loaded.state.prd, concerned, [(c, tail) for c, _, _, tail in code])
     files = [f for sid in concerned for f in loaded.state.prd.story(sid).files]
     loaded = await update_plan(session, loaded, functools.partial(_record, batch=batch, fixes=1))
-    from bot.publishing.review import apply_review_fix
+    from bot.handlers.review_fix import apply_review_fix
 
     head, said = await apply_review_fix(
         session,

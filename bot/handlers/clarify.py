@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from bot.github.models import Comment
 from bot.handlers.session import Session
-from bot.plans import same_login
-from bot.rendering.answers import QUESTIONS_MARKER
+from bot.planning.answers import QUESTIONS_MARKER
+from bot.store.plans import same_login
 
 log = logging.getLogger(__name__)
 

@@ -14,18 +14,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.commands import Command, parse_command
+from bot.config.repo import RepoConfig
 from bot.errors import StateError
 from bot.handlers.approval import approve_command, start_execution
 from bot.handlers.plan_io import update_plan
 from bot.handlers.planning import plan_issue
 from bot.handlers.session import Session, session_for_event
-from bot.permissions import Verdict, is_bot
+from bot.plan.state import PlanState, PlanStatus, StoryStatus, transition, with_batch
 from bot.rendering import messages
-from bot.repoconfig import RepoConfig
-from bot.routing import Event, Router
-from bot.services import Services
-from bot.state import PlanState, PlanStatus, StoryStatus, transition, with_batch
+from bot.runtime.commands import Command, parse_command
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
+from bot.store.permissions import Verdict, is_bot
 
 router = Router()
 log = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.envsetup import PlannedSetup
-from bot.envsetup import planned_setup as choose_setup
+from bot.environment.setup import PlannedSetup
+from bot.environment.setup import planned_setup as choose_setup
 from bot.errors import GitHubError
 from bot.handlers.session import Session
 from bot.workspace.process import tool_program, uv_program

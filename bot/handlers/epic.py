@@ -17,9 +17,9 @@ import re
 
 from bot.errors import GitHubError
 from bot.handlers.session import Session, open_session
+from bot.plan.state import PlanState, PlanStatus
 from bot.planning.epic import Epic
-from bot.rendering.env import md_block, md_inline
-from bot.state import PlanState, PlanStatus
+from bot.rendering.jinja import md_block, md_inline
 
 log = logging.getLogger(__name__)
 PLAN_CHILD_JOB = "plan_child"

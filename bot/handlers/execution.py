@@ -19,9 +19,9 @@ from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.session import Session, session_for_job
 from bot.orchestration.engine import announce_outcome, execute
 from bot.orchestration.run import CONTINUABLE, Run
-from bot.services import Services
-from bot.state import PlanState, PlanStatus, StoryStatus, transition
-from bot.worker import JobKinds
+from bot.plan.state import PlanState, PlanStatus, StoryStatus, transition
+from bot.runtime.services import Services
+from bot.runtime.worker import JobKinds
 from bot.workspace.mirror import mirror_slug
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def still_wanted(
     session: Session, plan_hash: str, *, fix_batch: int | None = None, ci: bool = False
 ) -> Callable[[], Awaitable[str | None]]:
     """The check before each agent run: the plan read afresh (never an older state pasted back,
-    see `bot.plan_trust`) must still be this revision and runnable (a story run) or not
+    see `bot.store.trust`) must still be this revision and runnable (a story run) or not
     cancelled (a fix on batch `fix_batch`'s PR); for the CI loop's fix (`ci`), the loop on that
     batch must not have been stopped meanwhile (a cancel, a push by someone else, a review)."""
 
@@ -102,7 +102,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
             log.info("no reflection model: %s", exc)
     story_runner = None
     if config.execution.backend == "actions":
-        from bot.action.dispatch import actions_story_runner
+        from bot.orchestration.actions_backend import actions_story_runner
 
         story_runner = actions_story_runner(session, config)
     return Run(

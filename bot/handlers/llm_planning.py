@@ -14,7 +14,6 @@ from bot.errors import ConfigurationError, GitHubError, LLMError, WorkspaceError
 from bot.github.models import Issue
 from bot.handlers.session import Session
 from bot.llm import LLM
-from bot.permissions import is_bot
 from bot.plan import PRD, prd_to_yaml
 from bot.planning.context import IssueContext, RepoContext, build_context, read_repo_context
 from bot.planning.exploration import (
@@ -25,6 +24,7 @@ from bot.planning.exploration import (
     plan_explored,
 )
 from bot.planning.planner import PlanningResult
+from bot.store.permissions import is_bot
 
 log = logging.getLogger(__name__)
 

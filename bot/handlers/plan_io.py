@@ -10,14 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from bot.config.repo import RepoConfig
 from bot.errors import StalePlan
 from bot.github.port import GitHubPort
 from bot.handlers.session import DEFAULT_TRIGGER_LABEL, Session
-from bot.plans import LoadedPlan, PlanStore
-from bot.rendering.plan_comment import render_plan_comment
-from bot.repoconfig import RepoConfig
-from bot.state import PlanState
-from bot.state_block import (
+from bot.plan.state import PlanState
+from bot.plan.state_block import (
     INLINE_STATE_LIMIT,
     PART_SIZE,
     PENDING_BLOCK,
@@ -27,6 +25,8 @@ from bot.state_block import (
     state_payload,
     state_reference,
 )
+from bot.rendering.plan_comment import render_plan_comment
+from bot.store.plans import LoadedPlan, PlanStore
 
 log = logging.getLogger(__name__)
 UPDATE_ATTEMPTS = 5

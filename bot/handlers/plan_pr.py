@@ -17,7 +17,6 @@ from bot.errors import GitHubError, PlanValidationError, StateError
 from bot.handlers.approval import record_approval
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session
-from bot.permissions import is_bot
 from bot.plan import (
     PRD,
     changelog_lines,
@@ -27,11 +26,12 @@ from bot.plan import (
     revision_hash,
     vague_criteria,
 )
-from bot.plans import LoadedPlan
+from bot.plan.state import PlanState, revise
 from bot.rendering import messages
-from bot.routing import Event, Router
-from bot.services import Services
-from bot.state import PlanState, revise
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
+from bot.store.permissions import is_bot
+from bot.store.plans import LoadedPlan
 from bot.workspace.worktree import add_worktree, commit_all, remove_worktree
 
 router = Router()

@@ -11,22 +11,22 @@ import asyncio
 import functools
 import logging
 
+from bot.config.repo import RepoConfig
 from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
 from bot.handlers.environment import planned_setup
 from bot.handlers.epic import PLAN_CHILD_JOB, child_moved, create_children, refresh_rollup
 from bot.handlers.plan_io import save_plan, update_plan
 from bot.handlers.session import Session, session_for_event, session_for_job
-from bot.permissions import Verdict, is_bot
 from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
+from bot.plan.state import PlanSource, PlanState, PlanStatus, new_plan, revise
 from bot.planning.exploration import NeedsAnswers, NotATask
-from bot.plans import LoadedPlan
 from bot.rendering import messages
-from bot.repoconfig import RepoConfig
-from bot.routing import Event, Router
-from bot.services import Services
-from bot.state import PlanSource, PlanState, PlanStatus, new_plan, revise
-from bot.worker import JobKinds
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
+from bot.runtime.worker import JobKinds
+from bot.store.permissions import Verdict, is_bot
+from bot.store.plans import LoadedPlan
 
 router = Router()
 kinds = JobKinds()
@@ -134,7 +134,7 @@ async def plan_issue(
         await session.reply(messages.planning_failed(exc.message))
         return
     except (NotATask, NeedsAnswers) as exc:
-        from bot.rendering.answers import intent_reply
+        from bot.planning.answers import intent_reply
 
         await session.reply(intent_reply(exc))
         return

@@ -15,20 +15,20 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bot.commands import Command
 from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError
 from bot.github.models import PullRequest
 from bot.handlers.approval import start_execution
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session, session_for_job
-from bot.permissions import is_bot
+from bot.plan.state import BatchState, PlanState, PlanStatus, transition
 from bot.rendering import messages
 from bot.rendering.pr_body import parse_batch_marker
-from bot.routing import Event, Router
-from bot.services import Services
-from bot.state import BatchState, PlanState, PlanStatus, transition
-from bot.worker import JobKinds
+from bot.runtime.commands import Command
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
+from bot.runtime.worker import JobKinds
+from bot.store.permissions import is_bot
 
 if TYPE_CHECKING:
     from bot.handlers.commands import Author
@@ -240,7 +240,7 @@ async def on_pull_request_closed(event: Event, services: Services) -> None:
 @kinds.register(FIX_JOB)
 async def run_fix_job(job: ClaimedJob, services: Services) -> None:
     """The review phase on a batch branch: agent, gates, commit, push, reply."""
-    from bot.publishing.review import apply_review_fix
+    from bot.handlers.review_fix import apply_review_fix
 
     data = job.payload
     session = await session_for_job(services, job)

@@ -11,20 +11,20 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bot.envsetup import READ_FILES
+from bot.config.repo import CONFIG_PATH, RepoConfig, format_config_problems_markdown, load_repo_config
+from bot.environment.setup import READ_FILES
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue
 from bot.github.port import GitHubPort
-from bot.permissions import PermissionCache, Verdict, may_act, may_start
-from bot.plans import LoadedPlan, PlanStore, require_identity
 from bot.rendering import messages
-from bot.repoconfig import CONFIG_PATH, RepoConfig, format_config_problems_markdown, load_repo_config
+from bot.store.permissions import PermissionCache, Verdict, may_act, may_start
+from bot.store.plans import LoadedPlan, PlanStore, require_identity
 from bot.workspace.mirror import Mirror
 
 if TYPE_CHECKING:
     from bot.db.queue import ClaimedJob
-    from bot.routing import Event
-    from bot.services import Services
+    from bot.runtime.routing import Event
+    from bot.runtime.services import Services
 
 log = logging.getLogger(__name__)
 DEFAULT_TRIGGER_LABEL = "plan-cascade"
@@ -201,7 +201,7 @@ class Session:
     async def may_start(
         self, login: str, association: str | None = None, user_type: str | None = None
     ) -> Verdict:
-        """The approval rule, for anything that starts or resumes work (see `bot.permissions`)."""
+        """The approval rule, for anything that starts or resumes work (see `bot.store.permissions`)."""
         approvers = list(self.config.approvers) if self.config else []
         return await may_start(
             self.port,

@@ -24,9 +24,9 @@ from bot.db.models import Job, PlanRecord
 from bot.errors import GitHubError
 from bot.github.models import CheckRun
 from bot.orchestration.scheduler import batch_branch, story_branch
-from bot.services import Services
-from bot.state import PlanState
-from bot.state import PlanStatus as S
+from bot.plan.state import PlanState
+from bot.plan.state import PlanStatus as S
+from bot.runtime.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.config.repo import RepoConfig
 from bot.errors import PlanValidationError, StateError
 from bot.local import publisher as repo_git
-from bot.repoconfig import RepoConfig
 
 if TYPE_CHECKING:
     from bot.local.runner import LocalContext

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.envsetup import planned_setup as choose_setup
+from bot.environment.setup import planned_setup as choose_setup
 from bot.errors import WorkspaceError
 from bot.gates.report import conclusion
+from bot.orchestration.acceptance import merge_and_review
+from bot.orchestration.batch import merge_batch
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch
-from bot.publishing.acceptance import merge_and_review
-from bot.publishing.batch import merge_batch
-from bot.state import BatchState, PlanState, batch_record, with_batch
+from bot.plan.state import BatchState, PlanState, batch_record, with_batch
 from bot.workspace.git import OUTPUT_LIMIT, GitResult, git_env, run_git
 from bot.workspace.process import tool_program, uv_program
 

@@ -16,7 +16,7 @@ from rich.tree import Tree
 
 from bot.local.store import LocalRun
 from bot.orchestration.scheduler import batch_branch
-from bot.state import PlanState, StoryStatus, totals
+from bot.plan.state import PlanState, StoryStatus, totals
 
 STATUS_STYLE: dict[StoryStatus, tuple[str, str]] = {
     StoryStatus.PENDING: ("·", "dim"),

@@ -23,7 +23,7 @@ from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.local.render import STATUS_STYLE, progress_table
 from bot.local.store import LocalRun, RunStore
-from bot.state import PlanState, StoryStatus
+from bot.plan.state import PlanState, StoryStatus
 
 OUTPUT_TAIL = 200
 """Characters of a failed gate's last output line shown on the terminal."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from bot.config.repo import CONFIG_PATH, RepoConfig, load_repo_config
 from bot.db.queue import utcnow
 from bot.errors import AgentError, PlanValidationError, RepoConfigError, StateError, WorkspaceError
 from bot.local import publisher as repo_git
@@ -33,8 +34,7 @@ from bot.local.render import plan_view, summary_lines
 from bot.local.reporter import LocalReporter
 from bot.local.store import LocalRun, RunStore, run_id_for, slugify
 from bot.plan import PRD, parse_prd, vague_criteria
-from bot.repoconfig import CONFIG_PATH, RepoConfig, load_repo_config
-from bot.state import (
+from bot.plan.state import (
     Approval,
     PlanState,
     PlanStatus,
@@ -44,8 +44,8 @@ from bot.state import (
     new_plan,
     scope_for,
 )
-from bot.workspace.jail import Sandbox
 from bot.workspace.reaper import ProcessRegistry
+from bot.workspace.sandbox import Sandbox
 
 LLMFor = Callable[[RepoConfig | None, str | None], Any]
 INTERRUPTED = 130

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from bot.errors import StateError
-from bot.state import PlanState, PlanStatus
+from bot.plan.state import PlanState, PlanStatus
 
 DONE = (PlanStatus.COMPLETED, PlanStatus.CANCELLED)
 """Statuses `resume` has nothing left to do for."""

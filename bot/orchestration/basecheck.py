@@ -28,7 +28,7 @@ from bot.orchestration.run import Run, batch_base
 from bot.orchestration.setup import gate_confinement, prepare, tool_env
 from bot.orchestration.story import cleanup, gate_specs
 from bot.plan.baseline import BaseCheck
-from bot.state import StoryStatus
+from bot.plan.state import StoryStatus
 from bot.workspace.worktree import Worktree, add_worktree
 
 log = logging.getLogger(__name__)

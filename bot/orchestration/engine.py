@@ -18,7 +18,7 @@ from bot.orchestration.run import BudgetExceeded, Run, RunSuperseded, batch_base
 from bot.orchestration.scheduler import in_scope, outcome, runnable, shared_files
 from bot.orchestration.story import run_story
 from bot.plan.baseline import BaseCheck
-from bot.state import PlanState, PlanStatus, StoryStatus, skip_dependents, transition
+from bot.plan.state import PlanState, PlanStatus, StoryStatus, skip_dependents, transition
 
 SETUP_COMMENT_CHARS = 6000
 
@@ -97,7 +97,7 @@ async def _execute(run: Run) -> PlanState:
             run.state = await run.publisher.publish_batch(run, number, passed)
         elif passed and run.publisher is None and ready:
             # Nothing publishes, but the next batch still starts from this batch's merge.
-            from bot.publishing.batch import merge_batch
+            from bot.orchestration.batch import merge_batch
 
             await merge_batch(run, number, passed)
     if run.cancel.is_set():

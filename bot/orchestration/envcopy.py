@@ -20,7 +20,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bot.envsetup import ENV_DIRS
+from bot.environment.setup import ENV_DIRS
 from bot.errors import WorkspaceError
 from bot.gates.report import GateResult
 from bot.orchestration.run import Run

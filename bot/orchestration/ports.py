@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol
 from bot.gates.annotations import Annotation
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
-from bot.state import PlanState
+from bot.plan.state import PlanState
 
 if TYPE_CHECKING:
     from bot.orchestration.run import Run

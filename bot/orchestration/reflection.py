@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from bot.errors import LLMError
 from bot.orchestration.run import Run
 from bot.plan import PRD, Story, changelog_lines, diff_prds, prd_to_yaml, validate_prd
-from bot.state import PlanState, PlanStatus, StoryStatus, revise, transition
+from bot.plan.state import PlanState, PlanStatus, StoryStatus, revise, transition
 
 log = logging.getLogger(__name__)
 

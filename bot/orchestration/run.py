@@ -13,12 +13,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.config.repo import RepoConfig
 from bot.db.queue import utcnow
 from bot.errors import StalePlan, StateError
-from bot.repoconfig import RepoConfig
-from bot.state import PlanState, PlanStatus, totals, update_story
-from bot.workspace.jail import Sandbox
+from bot.plan.state import PlanState, PlanStatus, totals, update_story
 from bot.workspace.mirror import Mirror
+from bot.workspace.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from bot.orchestration.ports import Publisher, Reporter

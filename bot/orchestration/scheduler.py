@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from bot.errors import StateError
 from bot.plan import compute_batches, transitive_dependents
-from bot.state import PlanState, PlanStatus, StoryStatus, update_story
+from bot.plan.state import PlanState, PlanStatus, StoryStatus, update_story
 
 RUNNABLE = (StoryStatus.PENDING, StoryStatus.RUNNING)
 BLOCKING = (StoryStatus.FAILED, StoryStatus.SKIPPED, StoryStatus.CANCELLED)

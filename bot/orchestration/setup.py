@@ -17,16 +17,16 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from bot.envsetup import setup_env, with_env_path
+from bot.environment.setup import setup_env, with_env_path
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.gates.run import run_gate
 from bot.orchestration.run import Run
 from bot.workspace.egress import egress_route
-from bot.workspace.jail import Confinement
 from bot.workspace.mirror import mirror_slug
 from bot.workspace.policy import protected_paths
 from bot.workspace.process import scrubbed_env, uv_program
+from bot.workspace.sandbox import Confinement
 from bot.workspace.worktree import Worktree, sandbox_view
 
 SETUP_GATE = "setup"

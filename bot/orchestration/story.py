@@ -33,7 +33,7 @@ from bot.orchestration.setup import (
     tool_env,
 )
 from bot.plan import Story
-from bot.state import StoryStatus
+from bot.plan.state import StoryStatus
 from bot.workspace.git import PushRejected
 from bot.workspace.policy import policy_violations, revert, violation_feedback
 from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view

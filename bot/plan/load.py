@@ -8,8 +8,8 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError
 
+from bot.config.yamlshape import shape_problem
 from bot.errors import PlanValidationError
-from bot.yamlshape import shape_problem
 
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 

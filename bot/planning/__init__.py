@@ -5,6 +5,7 @@ prompt templates. The caller reads the issue (keeping only comments by users wit
 write access), the repository files, runs `plan_issue` and posts the result.
 """
 
+from bot.llm.sanitize import fence_untrusted, sanitize_untrusted
 from bot.planning.context import IssueContext, RepoContext, build_context, select_manifests
 from bot.planning.epic import Epic, EpicFeature, plan_epic, validate_epic
 from bot.planning.meter import UsageMeter
@@ -17,7 +18,6 @@ from bot.planning.quality import (
     llm_quality_review,
     quality_warnings,
 )
-from bot.planning.sanitize import fence_untrusted, sanitize_untrusted
 from bot.planning.strategy import StrategyHint, analyse_strategy
 
 __all__ = [

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, Field
 
-from bot.planning.sanitize import fence_untrusted, sanitize_untrusted
+from bot.llm.sanitize import fence_untrusted, sanitize_untrusted
 
 CHARS_PER_TOKEN = 4
 TRIMMED = "(trimmed)"

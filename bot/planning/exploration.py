@@ -17,11 +17,11 @@ from pydantic import BaseModel, Field
 
 from bot.agent.readonly import GitTree, ReadOnlyLimits, Unfinished, investigate
 from bot.agent.toolspecs import ReadArgs
+from bot.config.repo import RepoConfig
 from bot.llm import LLM, Usage
+from bot.llm.sanitize import fence_untrusted
 from bot.planning.context import IssueContext, RepoContext
 from bot.planning.planner import PlanningResult, plan_issue
-from bot.planning.sanitize import fence_untrusted
-from bot.repoconfig import RepoConfig
 
 log = logging.getLogger(__name__)
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "CONTRIBUTING.md", ".github/copilot-instructions.md")
@@ -246,7 +246,7 @@ def planner_notes(result: Exploration) -> str:
 
 def looked_at_markdown(result: Exploration) -> str | None:
     """The plan comment's "What I looked at": files read, conventions found, cost."""
-    from bot.rendering.env import md_inline
+    from bot.rendering.jinja import md_inline
 
     if result.findings is None and not result.instructions and result.error is None:
         return None

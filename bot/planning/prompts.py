@@ -11,8 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.llm.sanitize import fence_untrusted
 from bot.plan import PRD, prd_json_schema, prd_to_json
-from bot.planning.sanitize import fence_untrusted
 from bot.planning.strategy import StrategyHint
 from bot.planning.templates import prompt_env
 

@@ -18,13 +18,13 @@ from bot.gates.report import (
     gate_external_id,
 )
 from bot.github.port import GitHubPort
+from bot.orchestration.acceptance import BatchReview, merge_and_review
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch
-from bot.plan_trust import same_login
-from bot.publishing.acceptance import BatchReview, merge_and_review
-from bot.publishing.verdicts import REVIEW_MARKER, diff_lines, draft_reason, line_comments, review_body
+from bot.orchestration.verdicts import REVIEW_MARKER, diff_lines, draft_reason, line_comments, review_body
+from bot.plan.state import BatchState, PlanState, batch_record, with_batch
 from bot.rendering.pr_body import pr_body, pr_title
-from bot.state import BatchState, PlanState, batch_record, with_batch
+from bot.store.trust import same_login
 
 log = logging.getLogger(__name__)
 

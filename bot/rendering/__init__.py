@@ -1,7 +1,7 @@
 """Everything the bot writes on an issue, as pure functions over our models and Jinja2 templates."""
 
-from bot.rendering.env import template_env
 from bot.rendering.estimate import ExecutionEstimate, estimate_execution
+from bot.rendering.jinja import template_env
 from bot.rendering.messages import (
     approval_recorded,
     cancelled,

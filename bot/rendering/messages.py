@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from bot.plan import short_hash
-from bot.rendering.env import COMMAND, template_env
+from bot.plan.state import PlanState, StoryStatus, totals
+from bot.rendering.jinja import COMMAND, template_env
 from bot.rendering.plan_comment import PLAN_BADGE
-from bot.state import PlanState, StoryStatus, totals
 
 MAX_PROBLEMS = 50
 """Problems listed in one reply; the rest are counted."""
@@ -62,7 +62,7 @@ def state_refusal(command: str, reason: str) -> str:
 
 
 def approval_recorded(state: PlanState, user: str, *, outcome: str) -> str:
-    """The reply to an approval; `state` and `outcome` are what `bot.state.add_approval` returned."""
+    """The reply to an approval; `state` and `outcome` are what `bot.plan.state.add_approval` returned."""
     partial = bool(state.approved_scope) and len(state.approved_scope) < len(state.prd.stories)
     return _render(
         "approval_recorded",

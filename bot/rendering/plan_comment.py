@@ -16,10 +16,10 @@ from typing import Any
 from bot.errors import PlanValidationError
 from bot.plan import short_hash
 from bot.plan.baseline import summary_line
-from bot.rendering.env import mermaid_id, mermaid_label, template_env
+from bot.plan.state import PlanState, PlanStatus, StoryStatus, totals
+from bot.plan.state_block import PLAN_MARKER, encode_state
 from bot.rendering.estimate import ExecutionEstimate
-from bot.state import PlanState, PlanStatus, StoryStatus, totals
-from bot.state_block import PLAN_MARKER, encode_state
+from bot.rendering.jinja import mermaid_id, mermaid_label, template_env
 
 COMMENT_LIMIT = 65_536
 """GitHub's limit on an issue comment, in characters."""

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 
 from bot.plan import Strategy, short_hash
-from bot.state import PlanState, StoryStatus
+from bot.plan.state import PlanState, StoryStatus
 
 BATCH_MARKER = "<!-- plan-cascade:batch {repo}#{issue} {batch} -->"
 _MARKER = re.compile(r"<!-- plan-cascade:batch (\S+)#(\d+) (\d+) -->")
@@ -50,7 +50,7 @@ def pr_body(
     review_note: str | None = None,
 ) -> str:
     """The PR body from `templates/pr_body.md.j2`, within GitHub's size limit."""
-    from bot.rendering.env import template_env
+    from bot.rendering.jinja import template_env
 
     total = len(state.batches_ids())
     batch_ids = state.batches_ids()[batch - 1]

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from bot.db.models import PlanRecord
 from bot.plan.model import Story
-from bot.state import PlanState, StoryState
+from bot.plan.state import PlanState, StoryState
 from bot.status.plans import (
     PlanSummary,
     aware,

@@ -26,14 +26,14 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from bot.config.cache import RepoCache
 from bot.db.engine import Database
 from bot.db.queue import utcnow
 from bot.github.pause import GateRegistry
 from bot.log import register_secret
 from bot.metrics import Metrics
-from bot.rendering.env import money, plural, templates_dir, tokens
-from bot.repocache import RepoCache
-from bot.settings import Settings
+from bot.rendering.jinja import money, plural, templates_dir, tokens
+from bot.runtime.settings import Settings
 from bot.status.access import COOKIE, SECURITY_HEADERS, Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
 from bot.status.lines import PlanLines

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 from urllib.parse import quote, urlsplit
 
-from bot.state import PlanState, StoryStatus, totals
+from bot.plan.state import PlanState, StoryStatus, totals
 
 DEFAULT_BUDGET_USD = 25.0
 """`limits.max_cost_usd` when the repository's config is not in this process's cache."""

@@ -11,7 +11,7 @@ from sqlalchemy import Text, case, func, select, tuple_, type_coerce, update
 
 from bot.db.engine import Database
 from bot.db.models import Delivery, Job, PlanRecord
-from bot.state import PlanState
+from bot.plan.state import PlanState
 from bot.status.operations import WaitingRow
 
 log = logging.getLogger(__name__)

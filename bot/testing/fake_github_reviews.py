@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bot.publishing.verdicts import diff_lines
+from bot.orchestration.verdicts import diff_lines
 from bot.testing import fake_github_git as g
 from bot.testing.fake_github_model import MAX_BODY, FakeReview, FakeReviewComment, HttpError, found, now_iso
 

@@ -8,7 +8,7 @@ from typing import Any
 from bot.gates.annotations import Annotation
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult, conclusion
-from bot.state import PlanState
+from bot.plan.state import PlanState
 
 
 @dataclass

@@ -4,12 +4,12 @@ Every git and process call here names its ``cwd`` and ``env`` explicitly; nothin
 or changes process-wide state, so many worktrees can be used at once.
 """
 
-from bot.globs import is_denied
+from bot.config.globs import is_denied
 from bot.workspace.git import GitResult, PushRejected, git_env, redact, run_git
-from bot.workspace.jail import Confinement, Sandbox, SandboxUnavailable, bwrap_problem
 from bot.workspace.mirror import Mirror, mirror_slug
+from bot.workspace.paths import resolve_path
 from bot.workspace.process import ProcessResult, run_process, scrubbed_env
-from bot.workspace.sandbox import resolve_path
+from bot.workspace.sandbox import Confinement, Sandbox, SandboxUnavailable, bwrap_problem
 from bot.workspace.worktree import (
     MergeOutcome,
     Worktree,

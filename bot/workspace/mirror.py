@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bot.envsetup import ENV_DIRS
+from bot.environment.setup import ENV_DIRS
 from bot.errors import WorkspaceError
 from bot.workspace.git import OUTPUT_LIMIT, GitResult, PushRejected, failure_message, git_env, run_git
 

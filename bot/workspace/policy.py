@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from bot.globs import is_denied
+from bot.config.globs import is_denied
 from bot.workspace.worktree import Worktree, git_file
 
 

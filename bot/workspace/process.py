@@ -4,8 +4,8 @@ Each command gets ``start_new_session=True``, so it leads its own process group.
 timeout, on cancellation, and after the command exits (background children left behind
 are orphans), the whole group is killed with ``SIGKILL`` and the leader reaped.
 
-A :class:`~bot.workspace.jail.Confinement` says how: inside bubblewrap (its own namespaces,
-nothing of the server visible; see `bot.workspace.jail`) or not, and where the process group
+A :class:`~bot.workspace.sandbox.Confinement` says how: inside bubblewrap (its own namespaces,
+nothing of the server visible; see `bot.workspace.sandbox`) or not, and where the process group
 is recorded so a bot killed with SIGKILL can kill it at its next start.
 """
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from bot.workspace.jail import Confinement
+    from bot.workspace.sandbox import Confinement
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 """PATH of a scrubbed env. Deliberately without the bot's own virtualenv: commands run the

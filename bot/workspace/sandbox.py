@@ -1,62 +1,236 @@
-"""Path confinement for agent tools: every path an agent names must stay in its worktree.
+"""Confining untrusted processes: agents' commands, CLI agents, gates, setup commands.
 
-Pure apart from resolving symlinks on disk. Refused, with a message the agent can act on:
-absolute paths, ``..`` leaving the root, symlinks (anywhere along the path) resolving
-outside, writes into ``.git`` (a directory or the worktree's ``.git`` file), and writes
-matching a deny glob. Deny globs never restrict reads.
+Every process the bot starts on code it did not write goes through one `Sandbox` policy,
+set by the operator (`PLAN_CASCADE_SANDBOX`), and one `Confinement` per call. Confined, a
+process runs under bubblewrap with:
 
-Glob syntax: ``*`` and ``?`` stay within one path segment, ``**`` crosses directories
-(``.github/workflows/**``); a glob without ``/`` matches a name at any depth (``*.pem``);
-a glob that matches a directory also covers everything below it.
+- its own user, PID, IPC, UTS, cgroup and network namespaces (no network unless the call
+  allows it), an unprivileged uid/gid (65534) and no capabilities, dying with the bot;
+- read-only system directories (/usr, /bin, /lib*, /sbin, /etc, /opt) and the directories of
+  its tools, a fresh /proc (nothing of the server is visible), a minimal /dev, a private /tmp;
+- its worktree and its HOME read-write; the worktree's `.git` file and existing `paths.deny`
+  matches read-only on top;
+- its worktree's git (`GitView`): the mirror's objects read-only, a private copy of its refs,
+  tags and the worktree's HEAD and index read-write (see `bot.workspace.gitview`);
+- nothing else: not the rest of the data dir, the App's key, other mirrors, other worktrees, the
+  server's HOME or working directory.
+
+The environment is given to bubblewrap itself (never as arguments, which `/proc` shows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+import functools
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
 
-from bot.errors import SandboxViolation
-from bot.globs import is_denied
+from bot.errors import WorkspaceError
+from bot.workspace.gitview import GitView
+from bot.workspace.reaper import ProcessRegistry
 
-
-def _normalised(user_path: str) -> PurePosixPath:
-    """Lexically normalise ``user_path``; raise if it is absolute or ``..`` climbs above the root."""
-    if "\0" in user_path:
-        raise SandboxViolation(f"path {user_path!r} contains a NUL byte")
-    path = PurePosixPath(user_path)
-    if path.is_absolute() or user_path == "~" or user_path.startswith("~/"):
-        raise SandboxViolation(f"path {user_path!r} is absolute: use a path relative to the repository root")
-    parts: list[str] = []
-    for part in path.parts:
-        if part == "..":
-            if not parts:
-                raise SandboxViolation(f"path {user_path!r} uses '..' to leave the repository")
-            parts.pop()
-        elif part != ".":
-            parts.append(part)
-    return PurePosixPath(*parts)
+SandboxMode = Literal["required", "auto", "off"]
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/sudoers.d")
+"""Host files that stay out of sight even though /etc is visible."""
+NOBODY = 65534
+STRICTNESS: dict[str, int] = {"off": 0, "none": 0, "auto": 1, "required": 2}
 
 
-def _check_write(rel: PurePosixPath, *, user_path: str, deny: Sequence[str]) -> None:
-    if any(part.lower() == ".git" for part in rel.parts):
-        raise SandboxViolation(f"path {user_path!r} is inside .git: git metadata is read-only for agents")
-    if is_denied(rel.as_posix(), deny):
-        raise SandboxViolation(f"path {user_path!r} is read-only here (it matches a denied path pattern)")
+class SandboxUnavailable(WorkspaceError):
+    """The sandbox is required but bubblewrap cannot build one here: nothing untrusted runs."""
+
+    retryable = False
 
 
-def resolve_path(root: Path, user_path: str, *, write: bool, deny: Sequence[str] = ()) -> Path:
-    """The real path ``user_path`` names inside ``root``, or :class:`SandboxViolation`."""
-    real_root = root.resolve()
-    rel = _normalised(user_path)
-    # resolve() follows every symlink along the way, in order, before applying '..'.
-    resolved = (real_root / user_path).resolve()
-    if not resolved.is_relative_to(real_root):
-        raise SandboxViolation(f"path {user_path!r} resolves outside the repository (through a symlink)")
-    if write:
-        _check_write(rel, user_path=user_path, deny=deny)
-        real_rel = PurePosixPath(resolved.relative_to(real_root).as_posix())
-        if real_rel != rel:
-            _check_write(real_rel, user_path=user_path, deny=deny)
-        if resolved == real_root:
-            raise SandboxViolation(f"path {user_path!r} is the repository root itself, not a file")
-    return resolved
+@functools.cache
+def bwrap_problem(bwrap: str) -> str | None:
+    """Why `bwrap` cannot build our sandbox here (None when it can); probed once per path."""
+    found = shutil.which(bwrap)
+    if found is None:
+        return f"bubblewrap ({bwrap}) is not installed"
+    probe = [found, *_namespaces(network=False), *_system_mounts(), "--", "/bin/true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=20, check=False, env={})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap ({found}) did not start: {exc}"
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip()[-300:] or f"exit code {done.returncode}"
+        return f"bubblewrap ({found}) cannot create namespaces here: {why}"
+    return None
+
+
+def _namespaces(*, network: bool) -> list[str]:
+    args = ["--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+    if network:
+        args.append("--share-net")
+    return [*args, "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"]
+
+
+def _system_mounts() -> list[str]:
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        args += ["--ro-bind-try", path, path]
+    for path in MASKED:
+        if Path(path).is_dir():
+            args += ["--tmpfs", path]
+        elif Path(path).exists():
+            args += ["--ro-bind", "/dev/null", path]
+    return [*args, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]  # noqa: S108
+
+
+def _runtime_of(directory: Path) -> list[Path]:
+    """What the programs of a tool directory need besides it: a virtualenv's root and base Python."""
+    found = []
+    venv = directory.resolve().parent
+    config = venv / "pyvenv.cfg"
+    if config.is_file():
+        found.append(venv)
+        for line in config.read_text(errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                found.append(Path(value.strip()).resolve().parent)
+    for program in sorted(directory.glob("python*")) if directory.is_dir() else []:
+        if program.is_symlink():
+            found.append(program.resolve().parent.parent)
+    return found
+
+
+def _under_system(path: Path) -> bool:
+    return any(path == Path(d) or path.is_relative_to(d) for d in SYSTEM_DIRS)
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How one process is started: confined (bubblewrap argv) or not, and recorded either way."""
+
+    confined: bool
+    bwrap: str = "bwrap"
+    worktree: Path | None = None
+    home: Path | None = None
+    network: bool = False
+    readonly: tuple[Path, ...] = ()
+    tools: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    registry: ProcessRegistry | None = None
+    writable: tuple[Path, ...] = ()
+    """More read-write directories (a repository's package caches, for setup only)."""
+    git: GitView | None = None
+    """The worktree's git as the process sees it (None: no git, e.g. a directory that is no worktree)."""
+
+    def argv(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
+        """`argv` wrapped in bubblewrap (unchanged when not confined)."""
+        if not self.confined:
+            return list(argv)
+        args = [shutil.which(self.bwrap) or self.bwrap, *_namespaces(network=self.network), *_system_mounts()]
+        tools = self._tool_dirs(env)
+        for directory in tools:
+            args += ["--ro-bind", str(directory), str(directory)]
+        for path in self.hidden:  # server paths that would otherwise show through a mounted tree
+            if _under_system(path) or any(path.is_relative_to(t) for t in tools):
+                args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+        for writable in (self.worktree, self.home, *self.writable):
+            if writable is not None:
+                args += ["--bind", str(writable), str(writable)]
+        if self.worktree is not None and not cwd.is_relative_to(self.worktree):
+            args += ["--ro-bind", str(cwd), str(cwd)]
+        if self.git is not None:
+            args += self.git.mounts()
+        for path in self.readonly:
+            if path.exists() or path.is_symlink():
+                args += ["--ro-bind", str(path), str(path)]
+        return [*args, "--chdir", str(cwd), "--", *argv]
+
+    def _tool_dirs(self, env: Mapping[str, str]) -> list[Path]:
+        dirs: list[Path] = []
+        for entry in [*env.get("PATH", "").split(":"), *map(str, self.tools)]:
+            if not entry or not Path(entry).is_absolute():
+                continue
+            candidates = [Path(entry).resolve(), *_runtime_of(Path(entry))]
+            for path in candidates:
+                if path.is_dir() and not _under_system(path):
+                    self._add_tool_dir(dirs, path)
+        return dirs
+
+    def _add_tool_dir(self, dirs: list[Path], path: Path) -> None:
+        if self.worktree is not None and path.is_relative_to(self.worktree):
+            return
+        if any(path == h or path.is_relative_to(h) or h.is_relative_to(path) for h in self.hidden):
+            return  # never mount the data dir (or a parent of it) as a tool dir
+        if path not in dirs and not any(path.is_relative_to(d) for d in dirs):
+            dirs[:] = [d for d in dirs if not d.is_relative_to(path)] + [path]
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The operator's sandbox policy (`PLAN_CASCADE_SANDBOX`), shared by every untrusted process."""
+
+    mode: SandboxMode = "required"
+    bwrap: str = "bwrap"
+    hidden: tuple[Path, ...] = ()
+    """Server paths that must never be visible (the data dir, the key file, the `.env`)."""
+    registry: ProcessRegistry | None = None
+    agent_network: bool = True
+    """External CLI agents may reach the network (their model's API); never builtin agents or gates."""
+    agent_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables handed to external agents (`PLAN_CASCADE_AGENT_ENV`): visible to those agents."""
+    setup_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables handed to setup commands (`PLAN_CASCADE_SETUP_ENV`, e.g. a private package index)."""
+    setup_egress: tuple[str, ...] | None = None
+    """Where confined setup may connect, through the bot's proxy (`PLAN_CASCADE_SETUP_EGRESS`);
+    None: the public registries (`bot.workspace.egress.DEFAULT_SETUP_EGRESS`)."""
+
+    def problem(self) -> str | None:
+        """Why bubblewrap cannot confine processes here (None when it can)."""
+        return bwrap_problem(self.bwrap)
+
+    def effective(self, repo_setting: str = "auto") -> SandboxMode:
+        """The operator's floor, tightened (never loosened) by the repository's `agent.sandbox`."""
+        if repo_setting == "required":
+            return "required"
+        return self.mode
+
+    def confinement(
+        self,
+        *,
+        worktree: Path,
+        home: Path,
+        repo_setting: str = "auto",
+        network: bool = False,
+        readonly: Sequence[Path] = (),
+        tools: Sequence[Path] = (),
+        writable: Sequence[Path] = (),
+        git: GitView | None = None,
+    ) -> Confinement:
+        """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run.
+
+        Confined, the worktree's `git` view is made again now: its processes start from what the
+        bot's git sees, and what earlier ones wrote to their copy of it is gone.
+        """
+        mode = self.effective(repo_setting)
+        problem = self.problem() if mode != "off" else None
+        if mode == "required" and problem is not None:
+            raise SandboxUnavailable(
+                f"the sandbox is required (PLAN_CASCADE_SANDBOX=required) but {problem}: install "
+                "bubblewrap (e.g. `apt-get install bubblewrap`) or, on a runner you trust, set "
+                "PLAN_CASCADE_SANDBOX=off"
+            )
+        confined = mode != "off" and problem is None
+        if confined and git is not None:
+            git.refresh()
+        return Confinement(
+            confined=confined,
+            bwrap=self.bwrap,
+            worktree=worktree,
+            home=home,
+            network=network,
+            readonly=tuple(readonly),
+            tools=tuple(tools),
+            hidden=self.hidden,
+            registry=self.registry,
+            writable=tuple(writable),
+            git=git if confined else None,
+        )

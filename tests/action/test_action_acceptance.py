@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.action.runner import run_action
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from bot.testing.fake_llm import FakeAnthropic
 from tests.action.action_support import ActionWorld, comment_event, labeled_event
 from tests.harness import REPO

@@ -12,19 +12,19 @@ from typing import Any
 
 import pytest
 
-from bot.action.dispatch import ActionsStoryRunner, actions_story_runner
 from bot.action.inputs import read_inputs
-from bot.action.result import StoryReport, story_check_name
 from bot.action.runner import action_main
 from bot.action.services import action_services
 from bot.github.auth import token_port
 from bot.handlers.execution import build_run
 from bot.handlers.session import open_session
+from bot.orchestration.actions_backend import ActionsStoryRunner, actions_story_runner
+from bot.orchestration.actions_contract import StoryReport, story_check_name
 from bot.orchestration.engine import execute
 from bot.orchestration.run import Run
 from bot.plan import extract_prd_block
-from bot.state import PlanState, PlanStatus, StoryStatus
-from bot.state_block import PLAN_MARKER, decode_state, encode_state
+from bot.plan.state import PlanState, PlanStatus, StoryStatus
+from bot.plan.state_block import PLAN_MARKER, decode_state, encode_state
 from tests.action.action_support import PRD, TOKEN, ActionWorld, outputs
 from tests.execution_support import approved_state, git
 from tests.harness import REPO

@@ -9,8 +9,8 @@ import pytest
 
 from bot.action.runner import run_action
 from bot.cli import main
-from bot.state import PlanStatus, StoryStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus, StoryStatus
+from bot.plan.state_block import decode_state
 from bot.testing.fake_github import serve
 from tests.action.action_support import (
     TOKEN,

@@ -9,10 +9,10 @@ import pytest
 
 from bot.action.inputs import ACTIONS_BOT, read_inputs
 from bot.action.outputs import error_command, output_block, plan_outputs, write_outputs
-from bot.action.result import StoryReport, dispatch_inputs, gate_of, story_check_name
 from bot.action.services import InlineJobs, action_services
 from bot.errors import ConfigurationError, JobError
-from bot.state import PlanStatus
+from bot.orchestration.actions_contract import StoryReport, dispatch_inputs, gate_of, story_check_name
+from bot.plan.state import PlanStatus
 from tests.execution_support import approved_state
 
 BASE = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.action.runner import run_action
-from bot.state_block import decode_state
+from bot.plan.state_block import decode_state
 from bot.testing.deliveries import load_fixture
 from bot.testing.fake_github_actions import add_workflow_run
 from tests.action.action_support import ActionWorld, comment_event, labeled_event

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bot.agent import AgentTask
-from bot.repoconfig import AgentLimits
+from bot.config.repo import AgentLimits
 from tests.agent.agent_builders import MakeTask
 from tests.plan.plan_builders import build_prd, build_story
 

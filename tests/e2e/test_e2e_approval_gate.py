@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from bot.state import PlanStatus
-from bot.state_block import decode_state
+from bot.plan.state import PlanStatus
+from bot.plan.state_block import decode_state
 from bot.testing.deliveries import load_fixture
 from bot.testing.fake_github_model import now_iso
 from tests.e2e.world import INSTALLATION, PRD, REPO, World, payload

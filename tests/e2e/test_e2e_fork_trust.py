@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bot.state import PlanStatus
+from bot.plan.state import PlanStatus
 from bot.testing.fake_github_actions import add_workflow_run
 from bot.testing.fake_github_forks import open_fork_pull, pull_request_event, workflow_run_event
 from tests.e2e.world import PRD, REPO, World, payload

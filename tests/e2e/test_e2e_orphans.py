@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.state import PlanStatus
+from bot.plan.state import PlanStatus
 from bot.testing.fake_github import FakeGitHub, serve
 from bot.testing.fake_github_model import now_iso
 from bot.testing.server_process import running_server

@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bot.state import PlanStatus
+from bot.plan.state import PlanStatus
 from bot.testing.deliveries import encode, signed_headers
 from tests.e2e.world import PRD, REPO, World, payload
 from tests.execution_support import git, remote_branches

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from bot.state_block import decode_state
+from bot.plan.state_block import decode_state
 from bot.testing.deliveries import encode, load_fixture, signed_headers
 from bot.testing.fake_github import FakeGitHub, serve
 from bot.testing.server_process import free_port, running_server
@@ -64,7 +64,7 @@ class World:
 
     def run_greetings(self) -> None:
         """Label issue #1 holding PRD, approve its plan with a maintainer's 👍, wait until it completes."""
-        from bot.state import PlanStatus
+        from bot.plan.state import PlanStatus
 
         self.fake.add_issue(REPO, title="Greetings", body=PRD)
         labeled = payload(

@@ -8,7 +8,7 @@ import pytest
 
 from bot.errors import GitHubError
 from bot.github import GitHubKitPort, token_port
-from bot.publishing.verdicts import diff_lines
+from bot.orchestration.verdicts import diff_lines
 from bot.testing.fake_github import FakeGitHub
 from tests.execution_support import git, make_remote
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from bot.config.repo import load_repo_config
 from bot.llm import Completion, ScriptedLLM, Usage, tool_reply
 from bot.local.planning import plan_description
 from bot.local.runner import LocalContext
-from bot.repoconfig import load_repo_config
 from tests.execution_support import git
 from tests.local.local_support import make_user_repo
 from tests.planning.test_planning_exploration import PLAIN, PRD

@@ -12,7 +12,7 @@ from bot.llm import ScriptedLLM
 from bot.local.reporter import LocalReporter, events
 from bot.local.runner import LocalContext, RunRequest, start_run
 from bot.local.store import LocalRun, RunStore, run_id_for, slugify
-from bot.state import PlanStatus, StoryStatus, transition, update_story
+from bot.plan.state import PlanStatus, StoryStatus, transition, update_story
 from tests.execution_support import agent_script, approved_state
 from tests.local.local_support import WRITE_DONE, branches, make_user_repo, prd, script_config
 from tests.planning.planning_builders import answer, prd_dict, story

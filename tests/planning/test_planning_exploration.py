@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bot.llm import Completion, ScriptedLLM, Usage, tool_reply
-from bot.state_block import decode_state
+from bot.plan.state_block import decode_state
 from tests.execution_support import make_remote
 from tests.harness import REPO, Harness, labeled
 

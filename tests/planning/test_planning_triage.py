@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.llm import Completion, ScriptedLLM, tool_reply
-from bot.state_block import decode_state
+from bot.plan.state_block import decode_state
 from tests.execution_support import make_remote
 from tests.harness import REPO, Harness, commented, labeled
 from tests.planning.test_planning_exploration import FILES, PLAIN, PRD, SECRET_LINE

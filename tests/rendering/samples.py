@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.plan import PRD, Level, Priority, Story, StoryType, Strategy
-from bot.state import (
+from bot.plan.state import (
     Approval,
     BatchState,
     PlanState,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from bot.rendering.env import md_block, md_inline
+from bot.rendering.jinja import md_block, md_inline
 
 MENTION = re.compile(r"@[A-Za-z0-9]")
 """What GitHub pings: `@` then a letter or digit (a zero-width space between breaks it)."""

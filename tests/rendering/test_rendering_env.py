@@ -5,7 +5,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from bot.rendering.env import (
+from bot.rendering.jinja import (
     duration,
     md_block,
     md_cell,

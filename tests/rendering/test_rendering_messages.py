@@ -5,8 +5,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bot.rendering import messages
-from bot.state import (
+from bot.plan.state import (
     Approval,
     PlanStatus,
     StoryStatus,
@@ -16,6 +15,7 @@ from bot.state import (
     transition,
     update_story,
 )
+from bot.rendering import messages
 from tests.rendering.samples import (
     T0,
     approved_state,

@@ -7,10 +7,10 @@ import pytest
 
 from bot.errors import PlanValidationError
 from bot.plan import Story
+from bot.plan.state import PlanState, new_plan
+from bot.plan.state_block import PLAN_MARKER, decode_state, encode_state
 from bot.rendering import ExecutionEstimate, mermaid_flowchart, render_plan_comment
 from bot.rendering.plan_comment import COMMENT_LIMIT, comment_size
-from bot.state import PlanState, new_plan
-from bot.state_block import PLAN_MARKER, decode_state, encode_state
 from tests.rendering.samples import (
     T0,
     approved_state,
@@ -212,7 +212,7 @@ def test_a_200_story_plan_fits_in_one_comment() -> None:
 
 
 def test_a_300_story_plan_fits_with_its_state_in_continuation_comments() -> None:
-    from bot.state_block import PART_SIZE, split_payload, state_payload, state_reference
+    from bot.plan.state_block import PART_SIZE, split_payload, state_payload, state_reference
 
     state = new_plan(repo="acme/api", issue=7, prd=big_prd(300), at=T0)
     payload = state_payload(state)

@@ -10,7 +10,7 @@ from typing import Any
 from bot.db.models import Delivery, Job, PlanRecord
 from bot.db.queue import job_row
 from bot.plan import PRD, Story
-from bot.state import Approval, BatchState, PlanState, PlanStatus, StoryStatus, new_plan
+from bot.plan.state import Approval, BatchState, PlanState, PlanStatus, StoryStatus, new_plan
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.state import PlanState, PlanStatus, StoryStatus, new_plan, update_story
+from bot.plan.state import PlanState, PlanStatus, StoryStatus, new_plan, update_story
 from bot.testing.server_process import running_server
 from tests.status.browser import GitHubWeb, chromium, insert_rows, require_browser
 from tests.status.seed import running_plan, three_story_prd, write_plan_sqlite

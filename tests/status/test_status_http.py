@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from bot.app.server import build_runtime, create_app
 from bot.db.models import Delivery, Job, PlanRecord
 from bot.errors import ConfigurationError
-from bot.server import build_runtime, create_app
 from bot.status.access import COOKIE
 from tests.status.seed import delivery, job, plan_values, running_plan
 from tests.support import asgi_client, make_settings

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot.db.engine import Database
 from bot.db.models import Delivery, Job
-from bot.state import Approval, PlanStatus, StoryStatus, update_story, with_batch
+from bot.plan.state import Approval, PlanStatus, StoryStatus, update_story, with_batch
 from bot.status.access import Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
 from bot.status.operations import Limits, answers_by_outcome, installations, intake, spend, work

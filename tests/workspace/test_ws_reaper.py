@@ -7,9 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from bot.workspace.jail import Sandbox
 from bot.workspace.process import run_process, scrubbed_env
 from bot.workspace.reaper import ProcessRegistry, start_time
+from bot.workspace.sandbox import Sandbox
 from tests.processes import live_with_arg, unique_sleep
 
 

@@ -1,0 +1,188 @@
+"""The app factory: `create_app(settings)` builds everything, nothing happens at import."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from bot.db.engine import Database
+from bot.db.queue import JobQueue
+from bot.metrics import Metrics
+from bot.runtime.routing import Router
+from bot.runtime.services import Services
+from bot.runtime.settings import Settings
+from bot.runtime.webhook import Intake, IntakePressure, WebhookApp
+from bot.runtime.worker import JobKinds, WorkerPool
+from bot.status.http import status_routes
+from bot.workspace.process import fast_child_watcher
+
+log = logging.getLogger(__name__)
+
+BackgroundTask = Callable[[Services, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+@dataclass
+class Runtime:
+    """What one process runs: the database, the queue, the routers and the workers."""
+
+    settings: Settings
+    db: Database
+    queue: JobQueue
+    metrics: Metrics
+    router: Router
+    kinds: JobKinds
+    services: Services
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    pressure: IntakePressure = field(default_factory=IntakePressure)
+    background: list[BackgroundTask] = field(default_factory=list)
+
+    def worker_pool(self, *, concurrency: int | None = None) -> WorkerPool:
+        """Workers sharing this runtime's queue and services."""
+        return WorkerPool(
+            queue=self.queue,
+            router=self.router,
+            services=self.services,
+            kinds=self.kinds,
+            concurrency=concurrency or self.settings.workers,
+            wake=self.wake,
+            intake=self.pressure,
+        )
+
+
+def build_runtime(settings: Settings, *, services: Services | None = None) -> Runtime:
+    """Wire settings, database, queue, routers and job kinds (no I/O yet)."""
+    from bot.app.wiring import default_job_kinds, default_router, wire_services
+
+    db = services.db if services and services.db else Database(settings.resolved_database_url)
+    queue = JobQueue(db, lease_seconds=settings.job_lease_seconds)
+    metrics = Metrics()
+    svc = services or Services(settings=settings)
+    svc.db, svc.queue, svc.metrics = db, queue, metrics
+    wire_services(svc)
+    runtime = Runtime(
+        settings=settings,
+        db=db,
+        queue=queue,
+        metrics=metrics,
+        router=default_router(),
+        kinds=default_job_kinds(),
+        services=svc,
+    )
+    from bot.app.wiring import default_background_tasks
+
+    svc.extras["wake"] = runtime.wake
+    runtime.background.extend(default_background_tasks())
+    return runtime
+
+
+def prepare_sandbox(services: Services) -> None:
+    """Before any job runs: kill what a crashed predecessor left running, say how code is confined."""
+    sandbox = services.sandbox_policy()
+    if sandbox.registry is not None:
+        sandbox.registry.kill_leftovers()
+    problem = sandbox.problem()
+    if sandbox.mode == "off":
+        log.warning("PLAN_CASCADE_SANDBOX=off: agents, gates and setup commands run unconfined")
+    elif problem is not None and sandbox.mode == "required":
+        log.error("PLAN_CASCADE_SANDBOX=required but %s: no agent, gate or setup command will run", problem)
+    elif problem is not None:
+        log.warning("PLAN_CASCADE_SANDBOX=auto and %s: agents and gates run unconfined", problem)
+
+
+async def run_background(runtime: Runtime, stop: asyncio.Event, *, workers: bool) -> list[asyncio.Task[None]]:
+    """Start the worker pool (when asked) and the periodic tasks."""
+    tasks: list[asyncio.Task[None]] = []
+    if workers:
+        prepare_sandbox(runtime.services)
+        tasks.append(asyncio.create_task(runtime.worker_pool().run(stop)))
+    for job in runtime.background:
+        tasks.append(asyncio.create_task(job(runtime.services, stop)))
+    return tasks
+
+
+def create_app(
+    settings: Settings,
+    *,
+    runtime: Runtime | None = None,
+    start_workers: bool = True,
+    migrate: bool = True,
+) -> WebhookApp:
+    """The application: `/webhook` (plain ASGI), then FastAPI's `/healthz`, `/metrics`, the
+    status page (when its token is set) and lifespan (migrations, in-process workers)."""
+    settings.require_server_secrets()
+    llm = settings.llm_problem()
+    if llm is not None:
+        log.warning("%s Planning without a prd block will fail until then.", llm[0])
+    rt = runtime or build_runtime(settings)
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if start_workers:  # this process runs the engine: its git, agent and gate processes
+            fast_child_watcher()
+        if migrate:
+            await rt.db.migrate()
+        stop = asyncio.Event()
+        tasks = await run_background(rt, stop, workers=start_workers)
+        if status is not None:  # the first page load should not be the one that parses every plan
+            tasks.append(asyncio.create_task(status.warm_up()))
+        log.info("plan-cascade ready (%d workers)", settings.workers if start_workers else 0)
+        try:
+            yield
+        finally:
+            stop.set()
+            rt.wake.set()
+            if tasks:
+                await asyncio.wait(tasks, timeout=30)
+            shared = rt.services.extras.get("shared_github_transport")
+            if shared is not None:
+                await shared.shutdown()
+            intake.writer.close()
+            await rt.db.dispose()
+
+    app = FastAPI(title="Plan Cascade", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.runtime = rt
+    intake = Intake(
+        secret=secret,
+        db=rt.db,
+        router=rt.router,
+        metrics=rt.metrics,
+        max_attempts=settings.job_max_attempts,
+        wake=rt.wake,
+        pressure=rt.pressure,
+    )
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        try:
+            await rt.db.ping()
+        except Exception as exc:
+            return JSONResponse({"status": "unhealthy", "database": str(exc)[:200]}, status_code=503)
+        return JSONResponse({"status": "ok", "database": "ok"})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        counts = await rt.queue.counts()
+        rt.metrics.queue_depth.set(counts.get("queued", 0))
+        rt.metrics.dead_jobs.set(counts.get("dead", 0))
+        return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    status = status_routes(
+        settings,
+        db=rt.db,
+        metrics=rt.metrics,
+        repo_cache=rt.services.repo_cache,
+        wake=rt.wake.set,
+        gates=rt.services.extras.get("rate_limit_gates"),
+    )
+    if status is not None:  # off (404) unless PLAN_CASCADE_STATUS_TOKEN is set
+        app.include_router(status.router)
+    return WebhookApp(intake, app)

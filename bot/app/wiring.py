@@ -1,0 +1,167 @@
+"""The one place where the concern modules' routers and job kinds are combined,
+and where the server's edges (GitHub App auth, LLM providers, the queue) are attached."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from bot.app import installation
+from bot.errors import GitHubError
+from bot.runtime.routing import Router
+from bot.runtime.services import Services
+from bot.runtime.worker import JobKinds
+
+
+def default_router() -> Router:
+    """Every concern's handlers, in data-flow order."""
+    from bot.handlers import caches, checks, ci, commands, plan_pr, planning, review
+
+    return Router.combine(
+        [
+            installation.router,
+            planning.router,
+            commands.router,
+            plan_pr.router,
+            review.router,
+            checks.router,
+            ci.router,
+            caches.router,
+        ]
+    )
+
+
+def default_job_kinds() -> JobKinds:
+    """Every job kind other than `webhook`."""
+    from bot.handlers import approval, checks, ci, execution, planning, review
+
+    kinds = JobKinds()
+    kinds.merge(planning.kinds)
+    kinds.merge(checks.kinds)
+    kinds.merge(approval.kinds)
+    kinds.merge(execution.kinds)
+    kinds.merge(review.kinds)
+    kinds.merge(ci.kinds)
+    return kinds
+
+
+def default_background_tasks() -> list[Any]:
+    """Periodic tasks that run beside the workers."""
+    from bot.app.redelivery import redelivery_loop
+    from bot.handlers.approval import approval_poller
+    from bot.handlers.stale_checks import stale_check_sweeper
+
+    return [approval_poller, redelivery_loop, stale_check_sweeper]
+
+
+def make_llm_factory(services: Services) -> Any:
+    """`llm_for(repo_config, model)` from the server settings and the repo's `llm:` section."""
+    from bot.config.repo import split_model_ref
+    from bot.llm.pricing import repo_price_table
+    from bot.llm.registry import create_llm
+
+    settings = services.settings
+
+    def llm_for(config: Any, model: str | None) -> Any:
+        """The repository's model, or `model`: a name on its provider or `provider:model`."""
+        llm_cfg = config.llm if config is not None else None
+        prices = repo_price_table(llm_cfg.prices if llm_cfg is not None else None)
+        provider = (llm_cfg.provider if llm_cfg and llm_cfg.provider else None) or settings.llm_provider
+        named, model = split_model_ref(model) if model else (None, model)
+        # The server's base URL belongs to its provider; another provider uses its own default.
+        base_url = settings.llm_base_url if named in (None, provider) else None
+        anthropic = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+        openai = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return create_llm(
+            provider=named or provider,
+            model=model or (llm_cfg.model if llm_cfg else None) or settings.llm_model,
+            base_url=base_url,
+            anthropic_api_key=anthropic,
+            openai_api_key=openai,
+            prices=prices,
+            http_client=services.extras.get("llm_http_client"),
+        )
+
+    return llm_for
+
+
+def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransport | None = None) -> None:
+    """Attach GitHub App auth, the LLM factory, the queue and the plan store for the server."""
+    from bot.github.auth import installation_port, make_app_github
+    from bot.github.client import GitHubKitPort
+    from bot.github.pause import GateRegistry, RateLimitGate
+    from bot.github.throttle import Throttle, ThrottleRegistry
+    from bot.store.plans import PlanStore
+
+    settings = services.settings
+    transport = github_transport or services.extras.get("github_transport")
+    if transport is None:
+        from bot.github.transport import SharedTransport
+
+        transport = services.extras.setdefault("shared_github_transport", SharedTransport())
+    interval = settings.github_write_interval
+    throttles = ThrottleRegistry(
+        services.extras.get("throttle_factory") or (lambda: Throttle(per_minute=80, min_interval=interval))
+    )
+    gates = GateRegistry(
+        lambda key: RateLimitGate(f"installation {key}", metrics=services.metrics),
+    )
+    services.extras["rate_limit_gates"] = gates  # the status page shows what they know
+    state: dict[str, Any] = {}
+
+    def app_github() -> Any:
+        if "app" not in state:
+            pem = settings.private_key_pem()
+            if not settings.app_id or not pem:
+                raise GitHubError("the GitHub App is not configured (PLAN_CASCADE_APP_ID / _PRIVATE_KEY)")
+            state["app"] = make_app_github(
+                app_id=settings.app_id,
+                private_key=pem,
+                base_url=settings.github_api_url,
+                transport=transport,
+                metrics=services.metrics,
+            )
+        return state["app"]
+
+    async def github_for(installation_id: int | None, repo: str) -> Any:
+        if installation_id is None:
+            raise GitHubError(f"the delivery for {repo} names no App installation")
+        return installation_port(
+            app_github(), installation_id, throttle_registry=throttles, gates=gates, metrics=services.metrics
+        )
+
+    async def slug() -> str | None:
+        return await GitHubKitPort(app_github()).get_app_slug()
+
+    def app_port() -> GitHubKitPort:
+        """The port acting as the App itself (its webhook's deliveries)."""
+        return GitHubKitPort(app_github(), metrics=services.metrics)
+
+    services.extras.setdefault("app_port", app_port)
+
+    if services.github_for is None:
+        services.github_for = github_for
+        services.slug_source = slug
+    if services.llm_for is None:
+        services.llm_for = make_llm_factory(services)
+    services.plan_store = PlanStore(services.db, clock=services.clock, key=settings.state_signing_key())
+    from bot.handlers.execution import cancel_execution
+
+    async def cancel(repo: str, issue: int) -> int:
+        return await cancel_execution(services, repo, issue)
+
+    services.extras.setdefault("cancel_execution", cancel)
+    queue = services.queue
+    if services.enqueue is None and queue is not None:
+        from bot.handlers.approval import EXECUTE_JOB, POLL_JOB
+
+        async def enqueue(kind: str, group_key: str, payload: dict[str, Any]) -> None:
+            await queue.enqueue(
+                kind=kind, group_key=group_key, payload=payload, unique=kind in (POLL_JOB, EXECUTE_JOB)
+            )
+            wake = services.extras.get("wake")
+            if wake is not None:
+                wake.set()
+
+        services.enqueue = enqueue

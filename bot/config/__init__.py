@@ -1,0 +1,1 @@
+"""Repository configuration: `.github/plan-cascade.yml`, its shape, globs, and its cache."""

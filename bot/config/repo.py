@@ -1,0 +1,424 @@
+"""The repository configuration, `.github/plan-cascade.yml`, the Probot way (STYLE.md §8).
+
+The GitHub layer reads the file from the default branch and hands its text to
+:func:`load_repo_config`, which parses the YAML, deep-merges it over the typed defaults
+(nested mappings merge; lists and scalars replace) and validates it. Every invalid key becomes
+one problem line in a :class:`~bot.errors.RepoConfigError`; :func:`format_config_problems_markdown`
+renders them for an issue comment. Key names are a public contract: see docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bot.config.errors import (
+    COMMAND_PLACEHOLDERS,
+    CONFIG_PATH,
+    Expect,
+    config_error,
+    did_you_mean,
+    format_config_problems_markdown,
+    format_key,
+    kind_of,
+    parse_config_yaml,
+    problem,
+    problems_error,
+    problems_from_validation_error,
+    template_problems,
+)
+from bot.config.globs import is_denied
+
+__all__ = [
+    "COMMAND_PLACEHOLDERS",
+    "CONFIG_PATH",
+    "RepoConfig",
+    "format_config_problems_markdown",
+    "is_denied",
+    "load_repo_config",
+    "repo_config_json_schema",
+]
+
+StoryType = Literal["feature", "bugfix", "refactor", "test", "docs", "infra"]
+LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
+Phase = Literal["planning", "implementation", "retry", "refactor", "review"]
+STORY_TYPES: tuple[str, ...] = get_args(StoryType)
+LLM_PROVIDERS: tuple[str, ...] = get_args(LLMProvider)
+
+
+def split_model_ref(entry: str) -> tuple[str | None, str]:
+    """(provider, model) of a `llm.planning_models` entry: `provider:model`, or a bare model name.
+
+    Only a known provider before the first `:` names one (Ollama tags such as `llama3:8b` stay
+    model names).
+    """
+    provider, sep, model = entry.partition(":")
+    if sep and provider.strip().lower() in LLM_PROVIDERS:
+        return provider.strip().lower(), model.strip()
+    return None, entry.strip()
+
+
+PHASES: tuple[str, ...] = get_args(Phase)
+BUILTIN_AGENTS = ("builtin", "claude-code", "aider", "codex", "command")
+
+Login = Annotated[
+    str, Field(pattern=r"^[A-Za-z0-9-]+$"), Expect('a GitHub login (letters, digits and "-", no "@")')
+]
+TeamSlug = Annotated[
+    str, Field(pattern=r"^[A-Za-z0-9_.-]+$"), Expect('a team slug without the organization, like "backend"')
+]
+GateName = Annotated[
+    str,
+    Field(pattern=r"^[a-z0-9][a-z0-9_-]*$"),
+    Expect('a name of lowercase letters, digits, "-" and "_", starting with a letter or digit'),
+]
+NonEmpty = Annotated[str, Field(min_length=1)]
+SetupCommand = Annotated[str, Field(min_length=1, max_length=2000)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelPrice(_Section):
+    """The price of one model, in US dollars per million tokens."""
+
+    input_per_mtok: float = Field(ge=0, description="US dollars per million input (prompt) tokens.")
+    output_per_mtok: float = Field(ge=0, description="US dollars per million output (completion) tokens.")
+
+
+class LLMConfig(_Section):
+    """Which language model plans, and how."""
+
+    provider: LLMProvider | None = Field(
+        None, description="Overrides PLAN_CASCADE_LLM_PROVIDER for this repo."
+    )
+    model: str | None = Field(None, description="Model name for this repository (null = the server's).")
+    planning_models: list[str] = Field(
+        [],
+        description="Cross-checked planning: each proposes, one synthesis. `model` uses this "
+        "repository's provider; `provider:model` (e.g. `openai:gpt-5`) another one, keyed from the "
+        "server's environment.",
+    )
+    multi_perspective: Literal["auto", "always", "never"] = Field(
+        "auto", description="Plan from several perspectives first (auto = when the issue is large)."
+    )
+    quality_review: bool = Field(True, description="LLM review of completeness, granularity, testability.")
+    exploration: bool = Field(
+        True, description="Read the code (read-only) before planning, to ground the plan."
+    )
+    exploration_max_steps: int = Field(12, ge=1, le=60, description="Model calls exploration may make.")
+    exploration_max_cost_usd: float = Field(0.5, gt=0, le=10, description="US dollars exploration may spend.")
+    prices: dict[str, ModelPrice] = Field({}, description="Prices of models the built-in table lacks.")
+
+    @model_validator(mode="after")
+    def _check_planning_models(self) -> LLMConfig:
+        empty = [entry for entry in self.planning_models if not split_model_ref(entry)[1]]
+        if empty:
+            listed = ", ".join(repr(entry) for entry in empty)
+            raise problems_error([f"llm.planning_models: {listed} names no model (write `provider:model`)"])
+        return self
+
+
+class AgentPhases(_Section):
+    """Fallback chains of agents per phase; an empty chain means [agent.default]."""
+
+    planning: list[str] = Field(
+        [], description="Not used yet: exploration before planning is the built-in read-only explorer."
+    )
+    implementation: list[str] = Field([], description="Agents that implement a story.")
+    retry: list[str] = Field([], description="Agents that fix a story after its gates failed.")
+    refactor: list[str] = Field([], description="Agents that run refactoring stories.")
+    review: list[str] = Field([], description="Agents that review a finished story.")
+
+
+class AgentLimits(_Section):
+    """Limits of one agent run on one story."""
+
+    max_iterations: int = Field(40, ge=1, description="Agent steps (model calls) per story.")
+    max_tokens: int = Field(400_000, ge=1, description="Tokens one story may use.")
+    max_cost_usd: float = Field(3.0, gt=0, description="US dollars one story may spend on the model.")
+    max_wall_seconds: int = Field(1800, ge=1, description="Wall-clock seconds one story may run.")
+    tool_timeout_seconds: int = Field(
+        120, ge=1, description="Seconds before a tool call's process is killed."
+    )
+    output_limit_chars: int = Field(20_000, ge=1, description="Characters of tool output shown to the model.")
+
+
+class AgentConfig(_Section):
+    """Which coding agents implement stories, and their limits."""
+
+    default: str = Field("builtin", description="Agent used when no phase or story type names one.")
+    phases: AgentPhases = Field(
+        default_factory=AgentPhases, description="Fallback chains of agents per phase."
+    )
+    story_types: dict[StoryType, list[str]] = Field({}, description="Agent chains per story type.")
+    commands: dict[str, NonEmpty] = Field({}, description="Named command agents: name -> command template.")
+    limits: AgentLimits = Field(
+        default_factory=AgentLimits, description="Limits of one agent run on one story."
+    )
+    sandbox: Literal["auto", "required", "none"] = Field(
+        "auto",
+        description=(
+            "auto = the operator's PLAN_CASCADE_SANDBOX; required = never run agents or gates unconfined; "
+            "none = no opinion (it never loosens the operator's setting)."
+        ),
+    )
+    author_name: str = Field("Plan Cascade", min_length=1, description="Git author name of agent commits.")
+    author_email: str = Field(
+        "plan-cascade[bot]@users.noreply.github.com", min_length=1, description="Git author email of commits."
+    )
+
+    @model_validator(mode="after")
+    def _check_names(self) -> AgentConfig:
+        problems = _agent_problems(self)
+        if problems:
+            raise problems_error(problems)
+        return self
+
+
+class CustomGate(_Section):
+    """A project-specific quality gate."""
+
+    name: GateName = Field(description="Gate name shown in check runs.")
+    command: NonEmpty = Field(description="Shell command run in the worktree; exit status 0 passes.")
+
+
+class GatesConfig(_Section):
+    """Commands every story must pass before its pull request opens."""
+
+    typecheck: str | None = Field(None, description="Type-check command (null = detect it, or skip).")
+    test: str | None = Field(None, description="Test command (null = detect it, or skip).")
+    lint: str | None = Field(None, description="Lint command (null = detect it, or skip).")
+    custom: list[CustomGate] = Field([], description="More gates, run after the three above.")
+    detect: bool = Field(
+        True, description="Detect unset gates from pyproject, package.json, Cargo, go.mod, Makefile."
+    )
+    timeout_seconds: int = Field(900, ge=1, description="Seconds one gate command may run.")
+    max_retries: int = Field(
+        2, ge=0, description="Retries of a story, with the gate output, after a failure."
+    )
+    integration: bool = Field(True, description="Run the gates again on the integrated result of each batch.")
+    strict: bool = Field(
+        False,
+        description="Configured gates must pass outright (not judged against the base like detected ones).",
+    )
+
+    @model_validator(mode="after")
+    def _check_unique_names(self) -> GatesConfig:
+        seen: set[str] = set()
+        problems = []
+        for index, gate in enumerate(self.custom):
+            if gate.name in seen or gate.name in ("typecheck", "test", "lint"):
+                loc = ("gates", "custom", index, "name")
+                problems.append(f'{format_key(loc)}: the gate name "{gate.name}" is already used — rename it')
+            seen.add(gate.name)
+        if problems:
+            raise problems_error(problems)
+        return self
+
+
+class ExecutionConfig(_Section):
+    """How approved plans run."""
+
+    max_parallel: int = Field(3, ge=1, le=32, description="Stories of one batch that run at the same time.")
+    stacking: Literal["stacked", "sequential"] = Field(
+        "stacked", description="stacked = PRs build on the previous batch; sequential = wait for merges."
+    )
+    base_branch: str | None = Field(
+        None, description="Branch work starts from and PRs target (null = default)."
+    )
+    backend: Literal["local", "actions"] = Field(
+        "local", description="Run agents on the server or in Actions."
+    )
+    workflow: str = Field(
+        "plan-cascade.yml", min_length=1, description="Workflow file run by backend actions."
+    )
+    runner_timeout_minutes: int = Field(60, ge=1, description="Minutes one Actions run may take.")
+
+
+class LimitsConfig(_Section):
+    """Budgets of one issue, planning and implementation together."""
+
+    max_stories: int = Field(
+        20, ge=1, le=500, description="Largest plan accepted; bigger ones must be split."
+    )
+    max_cost_usd: float = Field(25.0, gt=0, description="US dollars one issue may spend on models.")
+    max_tokens: int = Field(5_000_000, ge=1, description="Tokens one issue may use.")
+
+
+class PathsConfig(_Section):
+    """Paths agents may not change."""
+
+    deny: list[str] = Field(
+        [".github/workflows/**"], description="Globs agents may not change (** crosses dirs)."
+    )
+
+    def denies(self, path: str) -> bool:
+        """Whether `path` (relative to the repository root) matches a deny glob."""
+        return is_denied(path, self.deny)
+
+
+class PublishingConfig(_Section):
+    """How pull requests are opened."""
+
+    reviewers: list[Login] = Field([], description="Users asked to review each pull request.")
+    team_reviewers: list[TeamSlug] = Field([], description="Team slugs asked to review each pull request.")
+    labels: list[NonEmpty] = Field(["plan-cascade"], description="Labels added to each pull request.")
+    draft_on_failure: bool = Field(True, description="Open the PR as a draft when its gates still fail.")
+    acceptance_review: bool = Field(
+        True, description="Review each batch's diff against its stories' acceptance criteria (read-only)."
+    )
+    acceptance_retries: int = Field(
+        1,
+        ge=0,
+        le=3,
+        description="Times a story with a criterion reviewed as not met goes back to its agent.",
+    )
+
+
+class CIConfig(_Section):
+    """The repository's own CI on each batch pull request."""
+
+    watch: bool = Field(True, description="Follow the batch PRs' checks: re-run flaky jobs, fix failures.")
+    checks: list[NonEmpty] = Field(
+        [], description="Checks that count, by name or glob; [] = every one that ran."
+    )
+    max_fix_attempts: int = Field(2, ge=0, le=5, description="Fix commits per batch PR for CI failures.")
+    pending_minutes: int = Field(
+        60, ge=1, le=1440, description="Minutes after which pending checks are reported."
+    )
+
+
+class RepoConfig(_Section):
+    """Plan Cascade's configuration of one repository, `.github/plan-cascade.yml` on the default branch."""
+
+    trigger_label: str = Field(
+        "plan-cascade", min_length=1, max_length=50, description="Label asking for a plan."
+    )
+    approvers: list[Login] = Field(
+        [], description="If set, only these logins may approve (plus write access)."
+    )
+    required_approvals: int = Field(
+        1, ge=1, description="Approvals a plan needs before implementation starts."
+    )
+    plan_pr: bool = Field(False, description="Also open a draft PR with .plan-cascade/<issue>/prd.yaml.")
+    setup: list[SetupCommand] | None = Field(
+        None,
+        max_length=30,
+        description="Shell commands that prepare each story's environment; null = detect, [] = none.",
+    )
+    setup_timeout_seconds: int = Field(
+        900, ge=10, le=7200, description="Time limit of all setup commands of one worktree."
+    )
+    llm: LLMConfig = Field(default_factory=LLMConfig, description="Which language model plans, and how.")
+    agent: AgentConfig = Field(default_factory=AgentConfig, description="Coding agents and their limits.")
+    gates: GatesConfig = Field(default_factory=GatesConfig, description="Commands every story must pass.")
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="How approved plans run.")
+    limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Budgets of one issue.")
+    paths: PathsConfig = Field(default_factory=PathsConfig, description="Paths agents may not change.")
+    publishing: PublishingConfig = Field(
+        default_factory=PublishingConfig, description="How pull requests are opened."
+    )
+    ci: CIConfig = Field(default_factory=CIConfig, description="The repository's own CI on batch PRs.")
+
+    @model_validator(mode="after")
+    def _check_approvals(self) -> RepoConfig:
+        if self.approvers and self.required_approvals > len(self.approvers):
+            raise problems_error(
+                [
+                    f"required_approvals: is {self.required_approvals} but approvers lists only "
+                    f"{len(self.approvers)} — lower it or add approvers"
+                ]
+            )
+        return self
+
+    def known_agents(self) -> tuple[str, ...]:
+        """Agent names valid here: the built-in ones and the keys of agent.commands."""
+        return BUILTIN_AGENTS + tuple(name for name in self.agent.commands if name not in BUILTIN_AGENTS)
+
+    def agent_chain(
+        self, phase: str, *, story_type: str | None = None, story_override: str | None = None
+    ) -> list[str]:
+        """Agents to try in order: story override, story type's chain, phase's chain, default, builtin."""
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}; phases are {', '.join(PHASES)}")
+        chain = [story_override] if story_override else []
+        if story_type is not None:
+            chain += self.agent.story_types.get(story_type, [])  # type: ignore[call-overload]
+        chain += [*getattr(self.agent.phases, phase), self.agent.default, "builtin"]
+        return list(dict.fromkeys(chain))
+
+
+def _agent_problems(agent: AgentConfig) -> list[str]:
+    """Unknown agent names in default/phases/story_types, and bad command names or templates."""
+    problems: list[str] = []
+    custom = [name for name in agent.commands if name not in BUILTIN_AGENTS]
+    valid = ", ".join(BUILTIN_AGENTS)
+    valid += (
+        f", {', '.join(custom)} (from agent.commands)"
+        if custom
+        else ", or a name you define under agent.commands"
+    )
+    for name, template in agent.commands.items():
+        if name in BUILTIN_AGENTS:
+            problems.append(
+                f'{format_key(("agent", "commands", name))}: "{name}" is a built-in agent — pick another name'
+            )
+        problems += template_problems(format_key(("agent", "commands", name)), template)
+    references: list[tuple[tuple[object, ...], str]] = [(("agent", "default"), agent.default)]
+    for phase in PHASES:
+        references += [
+            (("agent", "phases", phase, i), name) for i, name in enumerate(getattr(agent.phases, phase))
+        ]
+    for story_type, chain in agent.story_types.items():
+        references += [(("agent", "story_types", story_type, i), name) for i, name in enumerate(chain)]
+    for loc, name in references:
+        if name not in BUILTIN_AGENTS and name not in agent.commands:
+            guess = did_you_mean(name, [*BUILTIN_AGENTS, *custom])
+            fix = f'did you mean "{guess}"? Valid agents: {valid}' if guess else f"valid agents are {valid}"
+            problems.append(f'{format_key(loc)}: unknown agent "{name}" — {fix}')
+    return problems
+
+
+def load_repo_config(text: str | None) -> RepoConfig:
+    """Parse and validate the file's text; None or blank text gives the defaults.
+
+    Raises :class:`~bot.errors.RepoConfigError` listing every problem found.
+    """
+    if text is None or not text.strip():
+        return RepoConfig()
+    data = parse_config_yaml(text)
+    if data is None:  # only comments
+        return RepoConfig()
+    if not isinstance(data, dict):
+        raise config_error([problem((), f"must be a mapping of keys to values, got {kind_of(data)}")])
+    merged = deep_merge(RepoConfig().model_dump(), data)
+    try:
+        return RepoConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise config_error(problems_from_validation_error(exc, RepoConfig)) from exc
+
+
+def deep_merge(base: Mapping[Any, Any], override: Mapping[Any, Any]) -> dict[Any, Any]:
+    """`override` over `base`: mappings merge key by key, anything else replaces.
+
+    An empty section (``llm:`` with everything under it commented out) keeps its defaults.
+    """
+    merged = dict(base)
+    for key, value in override.items():
+        current = merged.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merged[key] = deep_merge(current, value)
+        elif not (isinstance(current, dict) and value is None):
+            merged[key] = value
+    return merged
+
+
+def repo_config_json_schema() -> dict[str, Any]:
+    """The published JSON Schema of `.github/plan-cascade.yml`."""
+    schema = RepoConfig.model_json_schema()
+    schema["title"] = f"Plan Cascade repository configuration ({CONFIG_PATH})"
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}

@@ -1,0 +1,1 @@
+"""A worktree's environment, pure: what a project declares, and the setup commands."""

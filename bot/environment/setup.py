@@ -1,0 +1,193 @@
+"""What a story's environment needs before its agent and gates run: the setup commands. Pure.
+
+`setup:` in `.github/plan-cascade.yml` lists them; without it they are detected from what the
+repository declares for the ecosystems gate detection knows (Python: `bot.environment.python`, Node, Go,
+Rust), and the files detection read are recorded with them; `setup: []` turns setup off.
+The commands chosen are recorded in the plan, shown in the plan comment and approved with
+it, so what runs is what the maintainer saw.
+
+Environments live where each ecosystem expects them (`.venv`, `node_modules`) and are kept
+out of commits; package caches live under the data dir, one set per repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from bot.environment.declared import GATE_TOOLS, requirement_files
+from bot.environment.python import python_setup
+from bot.environment.repoview import RepoView
+from bot.gates.detect import python_gates
+
+ENV_DIRS = (".venv/", "node_modules/")
+"""Directories setup creates in a worktree: never committed (the mirror's info/exclude)."""
+READ_FILES = (
+    "pyproject.toml",
+    "setup.cfg",
+    "setup.py",
+    "tox.ini",
+    "pytest.ini",
+    "mypy.ini",
+    ".mypy.ini",
+    ".pre-commit-config.yaml",
+    "package.json",
+)
+"""Files whose text detection may read; requirement files too. For the others (lock files,
+ruff.toml), being in the tree is enough."""
+NODE_LOCKS = {
+    "npm": ("package-lock.json", "npm-shrinkwrap.json"),
+    "pnpm": ("pnpm-lock.yaml",),
+    "yarn": ("yarn.lock",),
+    "bun": ("bun.lock", "bun.lockb"),
+}
+"""Each Node package manager's lock files, in the order they are looked for."""
+NO_LOCKFILE = "no lockfile: `{command}` resolves the dependencies' versions now, they are not pinned"
+SetupSource = Literal["configured", "detected", "none"]
+
+
+@dataclass
+class DetectedSetup:
+    """Setup commands detected from a repository, the files they were based on, and notes."""
+
+    commands: list[str] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlannedSetup(DetectedSetup):
+    """A new plan's setup: detected, or the `setup:` key's (then nothing was read)."""
+
+    source: SetupSource = "none"
+
+    def state_fields(self) -> dict[str, Any]:
+        """The PlanState fields that record it."""
+        return {
+            "setup": self.commands,
+            "setup_source": self.source,
+            "setup_read": self.read,
+            "setup_notes": self.notes,
+        }
+
+
+def files_to_read(paths: Collection[str]) -> list[str]:
+    """The files of a tree (its `paths`) whose text setup detection may need."""
+    view = RepoView.of(paths, lambda _: None)
+    return [p for p in READ_FILES if p in view.paths] + [f.path for f in requirement_files(view)]
+
+
+async def planned_setup(
+    configured: Collection[str] | None,
+    tree: Callable[[], Awaitable[Collection[str]]],
+    read: Callable[[str], Awaitable[str | None]],
+    *,
+    uv: bool,
+    corepack: bool = False,
+) -> PlannedSetup:
+    """A new plan's setup: `configured` (the `setup:` key) when set, else detected.
+
+    `tree` lists the repository's file paths and `read` gives one file's text at the plan's
+    base; they are asked only when detecting, and only for files in the tree (concurrently).
+    """
+    if configured is not None:
+        return PlannedSetup(commands=list(configured), source="configured" if configured else "none")
+    paths = await tree()
+    wanted = files_to_read(paths)
+    texts = dict(zip(wanted, await asyncio.gather(*(read(p) for p in wanted)), strict=True))
+    found = detect_setup(paths, texts.get, uv=uv, corepack=corepack)
+    return PlannedSetup(
+        commands=found.commands,
+        read=found.read,
+        notes=found.notes,
+        source="detected" if found.commands else "none",
+    )
+
+
+def detect_setup(
+    paths: Collection[str], read: Callable[[str], str | None], *, uv: bool, corepack: bool = False
+) -> DetectedSetup:
+    """Setup commands for a repository whose files are `paths` (`read` gives a file's text).
+
+    `uv` chooses uv (fast, cached; it runs Poetry and PDM from the index) over pip for Python;
+    `corepack` runs the `packageManager` package.json names through corepack.
+    """
+    view = RepoView.of(paths, read)
+    found = DetectedSetup()
+    tools = [GATE_TOOLS[kind] for kind in python_gates(view)]
+    python = python_setup(view, uv=uv, tools=tools)
+    if python:
+        found.commands.append(python)
+    node = _node(view, corepack=corepack)
+    if node:
+        found.commands.append(node)
+        if not any(view.has(lock) for locks in NODE_LOCKS.values() for lock in locks):
+            found.notes.append(NO_LOCKFILE.format(command=node))
+    if view.has("go.mod"):
+        found.commands.append("go mod download")
+    if view.has("Cargo.toml"):
+        found.commands.append("cargo fetch")
+    found.read = sorted(view.consulted) if found.commands else []
+    return found
+
+
+def _node(view: RepoView, *, corepack: bool) -> str | None:
+    """The install command of package.json's package manager (workspaces install from the top)."""
+    if not view.has("package.json"):
+        return None
+    manifest = view.json("package.json")
+    declared = manifest.get("packageManager")
+    declared = declared if isinstance(declared, str) else ""
+    name, _, version = declared.partition("@")
+    locked = next((m for m, locks in NODE_LOCKS.items() if any(view.has(lock) for lock in locks)), None)
+    manager = name if name in NODE_LOCKS else locked
+    frozen = manager is not None and any(view.has(lock) for lock in NODE_LOCKS[manager])
+    prefix = "corepack " if corepack and name in ("pnpm", "yarn") else ""
+    if manager == "pnpm":
+        return f"{prefix}pnpm install" + (" --frozen-lockfile" if frozen else "")
+    if manager == "yarn":
+        berry = view.has(".yarnrc.yml") or (name == "yarn" and not version.startswith("1."))
+        flag = " --immutable" if berry else " --frozen-lockfile"
+        return f"{prefix}yarn install" + (flag if frozen else "")
+    if manager == "bun":
+        return "bun install" + (" --frozen-lockfile" if frozen else "")
+    if frozen:
+        return "npm ci --no-audit --no-fund"
+    wants = any(manifest.get(key) for key in ("dependencies", "devDependencies", "workspaces"))
+    return "npm install --no-audit --no-fund" if wants or manager == "npm" else None
+
+
+def setup_env(worktree: Path, caches: Path, *, home: Path) -> dict[str, str]:
+    """Variables that point installers at the repository's caches and tools at its environment.
+
+    `PATH` here lists only the environment's own directories: the caller puts them in front of
+    its tool PATH.
+    """
+    return {
+        "PATH": f"{worktree / '.venv' / 'bin'}:{worktree / 'node_modules' / '.bin'}",
+        "VIRTUAL_ENV": str(worktree / ".venv"),
+        "UV_CACHE_DIR": str(caches / "uv"),
+        "UV_LINK_MODE": "copy",
+        "UV_NATIVE_TLS": "1",  # the machine's certificate store, as the operator configured it
+        "PIP_CACHE_DIR": str(caches / "pip"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "npm_config_cache": str(caches / "npm"),
+        "YARN_CACHE_FOLDER": str(caches / "yarn"),
+        "GOMODCACHE": str(caches / "go-mod"),
+        "GOCACHE": str(home / ".cache" / "go-build"),
+        "CARGO_HOME": str(caches / "cargo"),
+        "COREPACK_HOME": str(caches / "corepack"),
+        "POETRY_CACHE_DIR": str(caches / "poetry"),
+        "PDM_CACHE_DIR": str(caches / "pdm"),
+    }
+
+
+def with_env_path(env: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """`env` plus `extra`, the environment's PATH entries in front of the tools' PATH."""
+    merged = {**env, **{k: v for k, v in extra.items() if k != "PATH"}}
+    if "PATH" in extra:
+        merged["PATH"] = f"{extra['PATH']}:{env.get('PATH', '')}".rstrip(":")
+    return merged

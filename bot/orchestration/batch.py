@@ -1,0 +1,197 @@
+"""Merging a batch: passed story branches into `plan-cascade/<issue>/batch-<k>`, conflicts
+re-run by their agent on top of the merged branch (refactor phase), integration gates on
+the merged head. Shared by every front door; pushing and PRs are the publisher's part.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.errors import WorkspaceError
+from bot.gates.report import GateResult
+from bot.orchestration.run import Run, batch_base
+from bot.orchestration.scheduler import batch_branch, story_branch
+from bot.plan.state import StoryStatus
+from bot.workspace.worktree import Worktree, add_worktree, head_sha, merge_branches, remove_worktree
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchOutcome:
+    """What merging a batch produced."""
+
+    branch: str
+    head_sha: str
+    merged: list[str]
+    failed: dict[str, str] = field(default_factory=dict)
+    integration: list[GateResult] = field(default_factory=list)
+    hands_off: bool = False
+    """The branch holds someone else's work: nothing was pushed and no gate ran."""
+
+    @property
+    def gates_passed(self) -> bool:
+        """Every integration gate passed."""
+        return all(r.passed for r in self.integration)
+
+
+PushHead = Callable[[str], Awaitable[bool]]
+"""Publishes the merged head before its integration gates run; False leaves the branch alone."""
+
+
+async def merge_batch(
+    run: Run, batch: int, story_ids: list[str], *, push: PushHead | None = None
+) -> BatchOutcome:
+    """Build the batch branch from its base and the passed stories; re-run conflicting ones.
+
+    With `push`, the merged head is pushed before the integration gates run, so their check
+    runs name a commit GitHub has (it refuses check runs on unknown commits).
+    """
+    branch = batch_branch(run.branch_prefix, batch)
+    base = batch_base(run, batch)
+    path = run.work_root / f"batch-{batch}"
+    done = await _already_merged(run, branch, base, story_ids) if push is not None else None
+    if done is not None:  # a publish redone after a crash: what was merged and pushed stands
+        await run.mirror.git("update-ref", f"refs/heads/{branch}", done)
+    wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=done is None)
+    author = (run.config.agent.author_name, run.config.agent.author_email)
+    try:
+        if done is not None:
+            return await _finish_merge(run, wt, batch, story_ids, failed={}, push=push)
+        outcome = await merge_branches(
+            wt,
+            [story_branch(run.branch_prefix, sid) for sid in story_ids],
+            author_name=author[0],
+            author_email=author[1],
+            message_for=lambda b: f"Merge {b.rsplit('/', 1)[-1].upper()} into batch {batch}",
+        )
+        merged = [sid for sid in story_ids if story_branch(run.branch_prefix, sid) in outcome.merged]
+        failed: dict[str, str] = {}
+        for sid in story_ids:
+            files = outcome.conflicts.get(story_branch(run.branch_prefix, sid))
+            if files is None:
+                continue
+            if await _refactor(run, sid, batch_head=branch, files=files):
+                again = await merge_branches(
+                    wt,
+                    [story_branch(run.branch_prefix, sid)],
+                    author_name=author[0],
+                    author_email=author[1],
+                    message_for=functools.partial(_rebased_message, sid=sid, batch=batch),
+                )
+                if again.merged:
+                    merged.append(sid)
+                    continue
+            reason = "conflicts with the rest of the batch in " + ", ".join(files[:10])
+            failed[sid] = reason
+            await run.story(sid, important=True, status=StoryStatus.FAILED, reason=reason)
+        return await _finish_merge(run, wt, batch, merged, failed=failed, push=push)
+    finally:
+        run.protected.pop(path, None)
+        try:
+            await remove_worktree(wt)
+        except WorkspaceError as exc:
+            log.warning("could not remove batch worktree: %s", exc.message)
+
+
+async def _finish_merge(
+    run: Run, wt: Worktree, batch: int, merged: list[str], *, failed: dict[str, str], push: PushHead | None
+) -> BatchOutcome:
+    """Push the merged head (when publishing), then run the integration gates on it."""
+    integration: list[GateResult] = []
+    head = await head_sha(wt)
+    await run.reached("merged", f"batch-{batch}")
+    if push is not None and merged and not await push(head):
+        return BatchOutcome(branch=wt.branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
+    if run.config.gates.integration and merged:
+        integration = await _integration_gates(run, wt, head, batch)
+    return BatchOutcome(
+        branch=wt.branch, head_sha=head, merged=merged, failed=failed, integration=integration
+    )
+
+
+async def _already_merged(run: Run, branch: str, base: str, story_ids: list[str]) -> str | None:
+    """The remote batch branch, when the bot already merged exactly these stories onto this base."""
+    remote = f"refs/remotes/origin/{branch}"
+    head = await run.mirror.git("rev-parse", "--verify", "--quiet", f"{remote}^{{commit}}", check=False)
+    if head.returncode != 0:
+        return None
+    sha = head.stdout.strip()
+    email = (await run.mirror.git("log", "-1", "--format=%ae", sha)).stdout.strip()
+    if email.lower() != run.config.agent.author_email.lower():
+        return None  # someone else's work: the publisher's hands-off rule decides
+    needed = [base, *(f"refs/heads/{story_branch(run.branch_prefix, sid)}" for sid in story_ids)]
+    for ref in needed:
+        inside = await run.mirror.git("merge-base", "--is-ancestor", ref, sha, check=False)
+        if inside.returncode != 0:
+            return None
+    return sha
+
+
+def _rebased_message(branch: str, *, sid: str, batch: int) -> str:
+    return f"Merge {sid} (rebased) into batch {batch}"
+
+
+async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str]) -> bool:
+    """Re-run the story on top of the merged batch branch; True when it passes its gates again."""
+    from bot.orchestration.story import run_story
+
+    log.info("%s conflicts in %s: re-running it on top of the batch (refactor phase)", story_id, files)
+    await run.story(
+        story_id,
+        status=StoryStatus.PENDING,
+        attempts=0,
+        commit=None,
+        reason=f"conflicted in {', '.join(files[:5])}; re-running on the merged batch",
+    )
+    await run_story(
+        run,
+        story_id,
+        f"refs/heads/{batch_head}",
+        phase="refactor",
+        feedback="Your earlier change conflicted with the merged batch in: " + ", ".join(files),
+    )
+    return run.state.stories[story_id].status == StoryStatus.PASSED
+
+
+async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> list[GateResult]:
+    from bot.gates.detect import GateSpec
+    from bot.gates.run import run_gates
+    from bot.orchestration.setup import gate_confinement, prepare, report_setup, tool_env
+    from bot.orchestration.story import base_judge, gate_specs
+
+    root = wt.path
+    specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
+    if not specs and not run.state.setup:
+        return []  # nothing to run: no worktree listing, no environment
+    home = run.work_root / f".home-batch-{batch}"
+    home.mkdir(parents=True, exist_ok=True)
+    scope = f"batch-{batch}"
+    setup = await prepare(run, wt, home)
+    if setup is not None:
+        await report_setup(run, setup, scope=scope, head=head)
+        if not setup.passed:  # no environment: the gates would fail for the wrong reason
+            return [setup]
+
+    async def started(spec: GateSpec) -> object:
+        return await run.reporter.gate_started(scope=scope, gate=spec, head_sha=head, attempt=1)
+
+    async def finished(spec: GateSpec, handle: object, result: GateResult, annotations: list) -> None:  # type: ignore[type-arg]
+        await run.reporter.gate_finished(
+            handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=head
+        )
+
+    return await run_gates(
+        specs,
+        cwd=root,
+        env=tool_env(run, wt, home),
+        default_timeout=run.config.gates.timeout_seconds,
+        attempt=1,
+        started=started,
+        finished=finished,
+        confinement=await gate_confinement(run, wt, home),
+        judge=base_judge(run, root),
+    )

@@ -1,0 +1,295 @@
+"""Server settings: the environment variables that are Plan Cascade's public contract.
+
+Built by :func:`load_settings` (called from the CLI and the app factory), never at
+import time. Missing or placeholder secrets fail start-up with a message that names
+the variable to set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from bot.workspace.sandbox import Sandbox
+
+LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
+
+MIN_STATUS_TOKEN = 16
+"""The shortest status-page token accepted."""
+
+# Values people leave in a copied .env: refuse them like a missing value.
+_PLACEHOLDERS = {"", "changeme", "change-me", "replace-me", "your-secret", "secret", "xxx", "todo", "..."}
+
+
+def is_placeholder(value: str | None) -> bool:
+    """Whether a secret is missing or still holds an example value."""
+    if value is None:
+        return True
+    text = value.strip().lower()
+    return text in _PLACEHOLDERS or text.startswith("<") or text.startswith("your-")
+
+
+class Settings(BaseSettings):
+    """Everything the server reads from the environment (or a `.env` file)."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", populate_by_name=True)
+    _pem: str | None = PrivateAttr(default=None)
+
+    app_id: str | None = Field(default=None, validation_alias="PLAN_CASCADE_APP_ID")
+    """The GitHub App's numeric id."""
+    private_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_PRIVATE_KEY")
+    """The App's private key as PEM text."""
+    private_key_path: Path | None = Field(default=None, validation_alias="PLAN_CASCADE_PRIVATE_KEY_PATH")
+    """A file holding the App's private key (PEM), used when PLAN_CASCADE_PRIVATE_KEY is unset."""
+    webhook_secret: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_WEBHOOK_SECRET")
+    """The secret GitHub signs webhook deliveries with."""
+    github_api_url: str = Field(default="https://api.github.com", validation_alias="GITHUB_API_URL")
+    """GitHub's REST API root; for GitHub Enterprise Server `https://HOST/api/v3`."""
+    database_url: str | None = Field(default=None, validation_alias="PLAN_CASCADE_DATABASE_URL")
+    """SQLAlchemy async URL; default a SQLite file in the data dir."""
+    data_dir: Path = Field(default=Path(".plan-cascade"), validation_alias="PLAN_CASCADE_DATA_DIR")
+    """Mirrors, worktrees, transcripts and the default database live here."""
+    llm_provider: LLMProvider = Field(default="anthropic", validation_alias="PLAN_CASCADE_LLM_PROVIDER")
+    """Which LLM provider plans and the builtin agent use."""
+    llm_model: str | None = Field(default=None, validation_alias="PLAN_CASCADE_LLM_MODEL")
+    """Model name; each provider has a sensible default."""
+    llm_base_url: str | None = Field(default=None, validation_alias="PLAN_CASCADE_LLM_BASE_URL")
+    """Base URL for OpenAI-compatible servers (DeepSeek, Ollama, vLLM, llama.cpp)."""
+    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
+    """Anthropic's SDK key."""
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    """OpenAI's SDK key (also used for OpenAI-compatible providers)."""
+    workers: int = Field(default=2, ge=1, le=64, validation_alias="PLAN_CASCADE_WORKERS")
+    """How many jobs run at once in this process."""
+    approval_poll_seconds: float = Field(
+        default=60, ge=1, validation_alias="PLAN_CASCADE_APPROVAL_POLL_SECONDS"
+    )
+    """How often plans awaiting approval are polled for 👍 reactions."""
+    tool_path: str | None = Field(default=None, validation_alias="PLAN_CASCADE_TOOL_PATH")
+    """PATH for agents and gates (their environment is scrubbed); default /usr/local/bin:/usr/bin:/bin."""
+    github_write_interval: float = Field(
+        default=1.0, ge=0, validation_alias="PLAN_CASCADE_GITHUB_WRITE_INTERVAL"
+    )
+    """Seconds between content-creating GitHub calls per installation (GitHub advises at least 1)."""
+    redelivery_seconds: float = Field(default=300, ge=0, validation_alias="PLAN_CASCADE_REDELIVERY_SECONDS")
+    """How often the App's failed webhook deliveries are looked for and asked again (0: never)."""
+    log_level: str = Field(default="INFO", validation_alias="PLAN_CASCADE_LOG_LEVEL")
+    """Python log level name."""
+    job_lease_seconds: float = Field(default=60, ge=5, validation_alias="PLAN_CASCADE_JOB_LEASE_SECONDS")
+    """How long a job stays claimed without a heartbeat (every third of it) before another host reclaims it;
+    a dead worker on the same host is noticed at once."""
+    job_max_attempts: int = Field(default=5, ge=1, validation_alias="PLAN_CASCADE_JOB_MAX_ATTEMPTS")
+    """Attempts before a failing job is marked dead."""
+    sandbox: Literal["required", "auto", "off"] | None = Field(
+        default=None, validation_alias="PLAN_CASCADE_SANDBOX"
+    )
+    """Sandbox floor for agents, gates, setup: required (server default), auto (local/Action default), off."""
+    bwrap: str = Field(default="bwrap", validation_alias="PLAN_CASCADE_BWRAP")
+    """The bubblewrap program (a name on PATH or a path)."""
+    agent_env: str = Field(default="", validation_alias="PLAN_CASCADE_AGENT_ENV")
+    """Comma-separated variables of this environment handed to external CLI agents (visible to them)."""
+    setup_env: str = Field(default="", validation_alias="PLAN_CASCADE_SETUP_ENV")
+    """Comma-separated variables of this environment handed to setup commands (e.g. PIP_INDEX_URL)."""
+    setup_egress: str | None = Field(default=None, validation_alias="PLAN_CASCADE_SETUP_EGRESS")
+    """Comma-separated hosts (`host`, `host:port`, `*.domain`, `IP:port`) setup may reach; `none`: none."""
+    agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
+    """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
+    state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
+    """Key that signs the plan state hidden in plan comments; default derived from the webhook secret."""
+    status_token: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATUS_TOKEN")
+    """Turns on the operator's status page (`/status`, `/status.json`): the token that signs in to it."""
+
+    @model_validator(mode="after")
+    def _check_key_source(self) -> Settings:
+        if self.private_key is not None and self.private_key_path is not None:
+            raise ValueError("set PLAN_CASCADE_PRIVATE_KEY or PLAN_CASCADE_PRIVATE_KEY_PATH, not both")
+        from bot.workspace.egress import parse_egress
+
+        try:
+            parse_egress(self.setup_egress_hosts() or ())
+        except ValueError as exc:
+            raise ValueError(f"PLAN_CASCADE_SETUP_EGRESS: {exc}") from None
+        return self
+
+    # -- derived values -------------------------------------------------------------
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to `sqlite+aiosqlite:///<data_dir>/plan-cascade.db`."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'plan-cascade.db').resolve()}"
+
+    def private_key_pem(self) -> str | None:
+        """The App private key text, read from the file once (later calls reuse it in memory)."""
+        if self.private_key is not None:
+            return self.private_key.get_secret_value().replace("\\n", "\n")
+        if self._pem is not None:
+            return self._pem
+        if self.private_key_path is not None:
+            try:
+                self._pem = self.private_key_path.read_text()
+                return self._pem
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"PLAN_CASCADE_PRIVATE_KEY_PATH={self.private_key_path} cannot be read: {exc.strerror}"
+                ) from exc
+        return None
+
+    def llm_problem(self) -> tuple[str, bool] | None:
+        """Why the LLM settings cannot work: (message, fatal), or None."""
+        from bot.llm.registry import configuration_problem
+
+        keys = (self.anthropic_api_key, self.openai_api_key)
+        anthropic, openai = (k.get_secret_value() if k is not None else None for k in keys)
+        return configuration_problem(
+            provider=self.llm_provider,
+            model=self.llm_model,
+            base_url=self.llm_base_url,
+            anthropic_api_key=None if is_placeholder(anthropic) else anthropic,
+            openai_api_key=None if is_placeholder(openai) else openai,
+        )
+
+    def require_server_secrets(self) -> None:
+        """Refuse to start a server without the App's credentials, or with LLM settings that cannot work."""
+        if is_placeholder(self.app_id):
+            raise ConfigurationError("PLAN_CASCADE_APP_ID is not set: set it to your GitHub App's id")
+        if not str(self.app_id).strip().isdigit():
+            raise ConfigurationError(f"PLAN_CASCADE_APP_ID must be the App's numeric id, got {self.app_id!r}")
+        secret = self.webhook_secret.get_secret_value() if self.webhook_secret else None
+        if is_placeholder(secret):
+            raise ConfigurationError(
+                "PLAN_CASCADE_WEBHOOK_SECRET is not set (or still a placeholder): set it to the "
+                "webhook secret configured in your GitHub App"
+            )
+        pem = self.private_key_pem()
+        if is_placeholder(pem):
+            raise ConfigurationError(
+                "PLAN_CASCADE_PRIVATE_KEY (PEM text) or PLAN_CASCADE_PRIVATE_KEY_PATH (a file) "
+                "must be set to the App's private key"
+            )
+        assert pem is not None
+        check_private_key(pem)
+        problem = self.llm_problem()
+        if problem is not None and problem[1]:
+            raise ConfigurationError(problem[0])
+        self.status_token_value()
+
+    def status_token_value(self) -> str | None:
+        """The status page's token, or None when the page is off (unset or empty).
+
+        A token that is a placeholder or shorter than 16 characters is refused: the page shows
+        private repositories' plans and costs to whoever holds it.
+        """
+        token = self.status_token.get_secret_value().strip() if self.status_token else ""
+        if not token:
+            return None
+        if is_placeholder(token) or len(token) < MIN_STATUS_TOKEN:
+            raise ConfigurationError(
+                f"PLAN_CASCADE_STATUS_TOKEN must be at least {MIN_STATUS_TOKEN} characters and not a "
+                "placeholder: generate one with "
+                "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return token
+
+    def sandbox_policy(
+        self, *, default: str = "required", environ: Mapping[str, str] | None = None
+    ) -> Sandbox:
+        """The operator's sandbox for every process started on untrusted code."""
+        from bot.workspace.reaper import ProcessRegistry
+        from bot.workspace.sandbox import Sandbox
+
+        env = os.environ if environ is None else environ
+        names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
+        setup_names = [n.strip() for n in self.setup_env.split(",") if n.strip()]
+        data = self.data_dir.resolve()
+        hidden = [data, *([self.private_key_path.resolve()] if self.private_key_path else [])]
+        return Sandbox(
+            mode=self.sandbox or default,  # type: ignore[arg-type]
+            bwrap=self.bwrap,
+            hidden=tuple(hidden),
+            registry=ProcessRegistry(data / "run" / "processes"),
+            agent_network=self.agent_network,
+            agent_env={name: env[name] for name in names if name in env},
+            setup_env={name: env[name] for name in setup_names if name in env},
+            setup_egress=self.setup_egress_hosts(),
+        )
+
+    def setup_egress_hosts(self) -> tuple[str, ...] | None:
+        """The hosts of `PLAN_CASCADE_SETUP_EGRESS` (None: the default registries; `none`: nothing)."""
+        text = (self.setup_egress or "").strip()
+        if not text:
+            return None
+        return () if text.lower() == "none" else tuple(text.replace(",", " ").split())
+
+    def state_signing_key(self) -> bytes | None:
+        """The key plan comments' state blocks are signed with (None: nothing to sign with).
+
+        `PLAN_CASCADE_STATE_KEY` when set, else derived from the webhook secret, so a server
+        needs no extra setting. Changing either invalidates the plans' signatures: the bot
+        then asks for a re-plan on each issue (it never trusts a block it cannot verify).
+        """
+        explicit = self.state_key.get_secret_value() if self.state_key else None
+        if not is_placeholder(explicit):
+            assert explicit is not None
+            return derive_state_key(explicit, purpose=b"plan-cascade/state-key/explicit/v1")
+        secret = self.webhook_secret.get_secret_value() if self.webhook_secret else None
+        if is_placeholder(secret):
+            return None
+        assert secret is not None
+        return derive_state_key(secret, purpose=b"plan-cascade/state-key/v1")
+
+    def llm_api_key(self) -> str | None:
+        """The key for the configured provider, or None for providers that need none."""
+        if self.llm_provider == "anthropic":
+            key = self.anthropic_api_key
+        elif self.llm_provider == "ollama":
+            return None
+        else:
+            key = self.openai_api_key
+        value = key.get_secret_value() if key else None
+        return None if is_placeholder(value) else value
+
+
+def derive_state_key(secret: str, *, purpose: bytes = b"plan-cascade/state-key/v1") -> bytes:
+    """A 32-byte signing key from a secret (HMAC-SHA256 with a fixed purpose label)."""
+    return hmac.new(secret.encode(), purpose, hashlib.sha256).digest()
+
+
+def check_private_key(pem: str) -> None:
+    """Raise a ConfigurationError unless `pem` is a loadable RSA private key."""
+    if "PRIVATE KEY-----" not in pem:
+        raise ConfigurationError(
+            "the App private key is not PEM text (expected '-----BEGIN RSA PRIVATE KEY-----'); "
+            "download it from the App's settings page"
+        )
+    try:
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"the App private key cannot be loaded: {exc}") from None
+
+
+def load_settings(env_file: str | Path | None = ".env", **overrides: object) -> Settings:
+    """Build settings from the environment (and `env_file` when it exists)."""
+    kwargs: dict[str, object] = dict(overrides)
+    if env_file is not None and Path(env_file).is_file():
+        kwargs["_env_file"] = str(env_file)
+    try:
+        return Settings(**kwargs)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "settings"
+            lines.append(f"{loc}: {err['msg']}")
+        raise ConfigurationError("invalid settings: " + "; ".join(lines)) from None

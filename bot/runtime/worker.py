@@ -1,0 +1,224 @@
+"""Workers: claim jobs, run them, keep their lease alive, record the outcome.
+
+Job kinds are a table too: `webhook` jobs go through the event router, other kinds
+(plan execution, approval polls) register a handler in `JobKinds`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
+
+import orjson
+
+from bot.db.queue import ClaimedJob, JobQueue, utcnow
+from bot.errors import PlanCascadeError
+from bot.log import log_context
+from bot.procinfo import process_identity
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
+from bot.runtime.webhook import WEBHOOK_JOB, IntakePressure
+
+log = logging.getLogger(__name__)
+
+JobHandler = Callable[[ClaimedJob, Services], Awaitable[None]]
+
+
+class JobKinds:
+    """A table from job kind to handler."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, JobHandler] = {}
+
+    def register(self, kind: str) -> Callable[[JobHandler], JobHandler]:
+        """Decorator: run the handler for jobs of `kind`."""
+
+        def decorate(handler: JobHandler) -> JobHandler:
+            self._table[kind] = handler
+            return handler
+
+        return decorate
+
+    def get(self, kind: str) -> JobHandler | None:
+        """The handler for `kind`, if any."""
+        return self._table.get(kind)
+
+    def merge(self, other: JobKinds) -> None:
+        """Add another table's handlers."""
+        self._table.update(other._table)
+
+
+def worker_identity() -> str:
+    """A name unique to this worker: `host:pid:process-start:suffix` (see `bot.procinfo`)."""
+    return f"{process_identity()}:{uuid.uuid4().hex[:6]}"
+
+
+class WorkerPool:
+    """`concurrency` loops claiming jobs from the queue until `stop` is set."""
+
+    def __init__(
+        self,
+        *,
+        queue: JobQueue,
+        router: Router,
+        services: Services,
+        kinds: JobKinds | None = None,
+        concurrency: int = 2,
+        poll_interval: float = 1.0,
+        wake: asyncio.Event | None = None,
+        intake: IntakePressure | None = None,
+    ) -> None:
+        self.queue = queue
+        self.intake = intake
+        self.router = router
+        self.services = services
+        self.kinds = kinds or JobKinds()
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval
+        self.wake = wake or asyncio.Event()
+        self.processed = 0
+        self.reclaim_interval = 15.0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run the worker loops until `stop` is set; running jobs finish first.
+
+        First, and then every `reclaim_interval` seconds, jobs whose holder is a dead process of
+        this host (a crashed predecessor) are released at once instead of after their lease.
+        """
+        await self._release_dead()
+        loops = [asyncio.create_task(self._loop(worker_identity(), stop)) for _ in range(self.concurrency)]
+        loops.append(asyncio.create_task(self._reclaimer(stop)))
+        try:
+            await asyncio.gather(*loops)
+        finally:
+            for task in loops:
+                task.cancel()
+
+    async def _reclaimer(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.reclaim_interval)
+            if not stop.is_set():
+                await self._release_dead()
+
+    async def _release_dead(self) -> None:
+        try:
+            released = await self.queue.release_dead_holders()
+        except Exception:
+            log.exception("looking for jobs of dead workers failed")
+            return
+        if released:
+            self.wake.set()
+
+    async def _loop(self, worker_id: str, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            if self.intake is not None:  # the webhook intake of this process goes first
+                await self.intake.turn()
+            try:
+                job = await self.queue.claim(worker_id)
+            except Exception:
+                log.exception("claiming a job failed; retrying shortly")
+                job = None
+            if job is None:
+                await self._idle(stop)
+                continue
+            await self.run_job(job, worker_id)
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        self.wake.clear()
+        waiters = [asyncio.create_task(self.wake.wait()), asyncio.create_task(stop.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=self.poll_interval, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def run_job(self, job: ClaimedJob, worker_id: str) -> str:
+        """Run one claimed job to its outcome: `done`, `queued` (retry), `dead` or `lost`."""
+        metrics = self.services.metrics
+        heartbeat = asyncio.create_task(self._heartbeat(job, worker_id))
+        with log_context(delivery=job.delivery_id or f"job-{job.id}", plan=job.group_key):
+            try:
+                await self._dispatch(job)
+            except PlanCascadeError as exc:
+                if exc.retryable:
+                    heartbeat.cancel()
+                    return await self._failed(job, worker_id, exc)
+                log.error(
+                    "job %s (%s) cannot succeed, not retrying: %s",
+                    job.id,
+                    job.kind,
+                    exc.message,
+                    extra={"job_id": job.id, "kind": job.kind, "outcome": "rejected"},
+                )
+                if metrics:
+                    metrics.jobs.labels(job.kind, "rejected").inc()
+            except Exception as exc:  # a job failing must never kill the worker
+                heartbeat.cancel()
+                return await self._failed(job, worker_id, exc)
+            finally:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+            ours = await self.queue.complete(job.id, worker_id)
+            self.processed += 1
+            if metrics:
+                metrics.jobs.labels(job.kind, "done").inc()
+                metrics.job_latency.labels(job.kind).observe((utcnow() - job.created_at).total_seconds())
+            if not ours:
+                log.warning("job %s finished after its lease was taken over", job.id)
+                return "lost"
+            return "done"
+
+    async def _failed(self, job: ClaimedJob, worker_id: str, exc: Exception) -> str:
+        """Record a failure: back to the queue with backoff, or dead after the last attempt.
+
+        Called inside the `except` block, so the traceback is still at hand.
+        """
+        detail = exc.message if isinstance(exc, PlanCascadeError) else traceback.format_exc()
+        outcome = await self.queue.fail(job.id, worker_id, detail)
+        log.log(
+            logging.ERROR if outcome == "dead" else logging.WARNING,
+            "job %s (%s) failed on attempt %d/%d -> %s: %s",
+            job.id,
+            job.kind,
+            job.attempts,
+            job.max_attempts,
+            outcome,
+            exc,
+            extra={"job_id": job.id, "kind": job.kind, "outcome": outcome},
+        )
+        if self.services.metrics:
+            self.services.metrics.jobs.labels(job.kind, "dead" if outcome == "dead" else "retry").inc()
+        return outcome
+
+    async def _dispatch(self, job: ClaimedJob) -> None:
+        if job.kind == WEBHOOK_JOB:
+            data = job.payload
+            payload = (
+                data["payload"] if "payload" in data else orjson.loads(job.body or data.get("body") or "{}")
+            )
+            event = Event.from_delivery(name=data["event"], delivery_id=data["delivery_id"], payload=payload)
+            ran = await self.router.dispatch(event, self.services)
+            if not ran:
+                log.info("no handler for %s.%s: ignored", event.name, event.action)
+            return
+        handler = self.kinds.get(job.kind)
+        if handler is None:
+            raise PlanCascadeError(f"no handler registered for job kind {job.kind!r}")
+        await handler(job, self.services)
+
+    async def _heartbeat(self, job: ClaimedJob, worker_id: str) -> None:
+        interval = max(self.queue.lease.total_seconds() / 3, 0.5)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if not await self.queue.heartbeat(job.id, worker_id):
+                    log.warning("lost the lease of job %s", job.id)
+                    return
+            except Exception:
+                log.exception("heartbeat of job %s failed", job.id)
