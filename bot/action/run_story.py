@@ -13,13 +13,17 @@ import logging
 from dataclasses import dataclass
 
 from bot.action.inputs import ActionInputs, StoryInputs
+from bot.action.services import require_config
 from bot.errors import PlanCascadeError, StateError
 from bot.github.port import GitHubPort
+from bot.handlers.execution import build_run
 from bot.handlers.session import open_session
 from bot.orchestration.actions_contract import StoryReport, story_check_name
-from bot.orchestration.run import Run, batch_base
+from bot.orchestration.run import Run, RunSuperseded, batch_base
 from bot.orchestration.scheduler import in_scope, story_branch
+from bot.orchestration.story import run_story
 from bot.plan.state import PlanState, PlanStatus, StoryState, StoryStatus
+from bot.publishing.github import GitHubReporter
 from bot.runtime.services import Services
 from bot.workspace.git import run_git
 
@@ -60,12 +64,6 @@ def check_runnable(state: PlanState, story: StoryInputs) -> None:
 
 async def run_one_story(services: Services, inputs: ActionInputs) -> StoryOutcome:
     """Run the story of `inputs.story` and report it (a refused story is reported failed)."""
-    from bot.action.services import require_config
-    from bot.handlers.execution import build_run
-    from bot.orchestration.run import RunSuperseded
-    from bot.orchestration.story import run_story
-    from bot.publishing.github import GitHubReporter
-
     story = inputs.story
     assert story is not None
     session = await open_session(services, repo=inputs.repository, issue=story.issue, installation_id=None)

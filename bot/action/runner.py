@@ -25,11 +25,15 @@ import httpx
 
 from bot.action.inputs import ActionInputs, load_event, read_inputs
 from bot.action.outputs import error_command, plan_outputs, write_outputs
+from bot.action.run_story import run_one_story
 from bot.action.services import InlineJobs, action_services
+from bot.app.wiring import default_router
 from bot.errors import PlanCascadeError
+from bot.handlers.approval import poll_reactions
+from bot.handlers.review import batch_of_pr
 from bot.handlers.session import open_session
-from bot.log import log_context
-from bot.plan.state import PlanState
+from bot.log import log_context, register_secret
+from bot.plan.state import PlanState, StoryStatus
 from bot.runtime.routing import Event
 from bot.runtime.services import Services
 
@@ -79,8 +83,6 @@ def _data_dir(inputs: ActionInputs) -> Iterator[Path]:
 async def _run(
     inputs: ActionInputs, *, data_dir: Path, transport: httpx.AsyncBaseTransport | None
 ) -> dict[str, str]:
-    from bot.log import register_secret
-
     for secret in (inputs.token, inputs.anthropic_api_key, inputs.openai_api_key):
         register_secret(secret)
     services, jobs = action_services(inputs, data_dir=data_dir, transport=transport)
@@ -99,8 +101,6 @@ async def handle_event(
     services: Services, jobs: InlineJobs, inputs: ActionInputs, payload: dict[str, Any]
 ) -> set[int]:
     """Dispatch the event through the server's router, then run the jobs it queued."""
-    from bot.app.wiring import default_router
-
     payload = dict(payload)
     payload.setdefault("repository", {"full_name": inputs.repository})
     event = Event.from_delivery(name=inputs.event_name, delivery_id=inputs.delivery_id, payload=payload)
@@ -113,8 +113,6 @@ async def handle_event(
 
 def _plan_issue(event: Event) -> int | None:
     """The issue whose plan the event is about (a batch PR points at its plan's issue)."""
-    from bot.handlers.review import batch_of_pr
-
     pr = event.envelope.pull_request
     if pr is not None and event.repo is not None:
         found = batch_of_pr(event.repo, pr.head.ref, pr.body)
@@ -127,8 +125,6 @@ def _plan_issue(event: Event) -> int | None:
 
 async def poll_plans(services: Services, jobs: InlineJobs, inputs: ActionInputs) -> set[int]:
     """Poll 👍 on the plan of every open issue with the trigger label; run what gets approved."""
-    from bot.handlers.approval import poll_reactions
-
     repo = inputs.repository
     first = await open_session(services, repo=repo, issue=0, installation_id=None)
     config = await first.load_config()
@@ -156,9 +152,6 @@ async def poll_plans(services: Services, jobs: InlineJobs, inputs: ActionInputs)
 
 
 async def _run_story(services: Services, inputs: ActionInputs) -> dict[str, str]:
-    from bot.action.run_story import run_one_story
-    from bot.plan.state import StoryStatus
-
     story = inputs.story
     assert story is not None
     with log_context(delivery=inputs.delivery_id, plan=f"{inputs.repository}#{story.issue}"):

@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from bot.action.inputs import ActionInputs
+from bot.app.wiring import default_job_kinds, make_llm_factory
 from bot.config.repo import CONFIG_PATH
 from bot.db.queue import ClaimedJob, utcnow
 from bot.errors import JobError, RepoConfigError
+from bot.github.auth import token_port
 from bot.github.port import GitHubPort
+from bot.github.transport import SharedTransport
 from bot.runtime.services import Services
-from bot.runtime.settings import Settings, load_settings
+from bot.runtime.settings import Settings, derive_state_key, is_placeholder, load_settings
 from bot.runtime.worker import JobKinds
 from bot.store.plans import PlanStore
 
@@ -115,8 +118,6 @@ def state_key(inputs: ActionInputs) -> bytes | None:
     Without one, a plan comment is believed only when its GraphQL edit history shows that
     nobody but the bot edited it.
     """
-    from bot.runtime.settings import derive_state_key, is_placeholder
-
     if is_placeholder(inputs.state_key):
         return None
     assert inputs.state_key is not None
@@ -127,13 +128,8 @@ def action_services(
     inputs: ActionInputs, *, data_dir: Path, transport: httpx.AsyncBaseTransport | None = None
 ) -> tuple[Services, InlineJobs]:
     """Services wired for one Action run, and the inline job runner behind `enqueue`."""
-    from bot.app.wiring import default_job_kinds, make_llm_factory
-    from bot.github.auth import token_port
-
     settings = action_settings(inputs, data_dir)
     if transport is None:
-        from bot.github.transport import SharedTransport
-
         transport = SharedTransport()  # one SSL context and connection pool for the run
     base = token_port(inputs.token, base_url=inputs.api_url, transport=transport)
     port: GitHubPort = base if inputs.config_path == CONFIG_PATH else ConfigPathPort(base, inputs.config_path)  # type: ignore[assignment]

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from bot.app.wiring import default_background_tasks, default_job_kinds, default_router, wire_services
 from bot.db.engine import Database
 from bot.db.queue import JobQueue
 from bot.metrics import Metrics
@@ -59,8 +60,6 @@ class Runtime:
 
 def build_runtime(settings: Settings, *, services: Services | None = None) -> Runtime:
     """Wire settings, database, queue, routers and job kinds (no I/O yet)."""
-    from bot.app.wiring import default_job_kinds, default_router, wire_services
-
     db = services.db if services and services.db else Database(settings.resolved_database_url)
     queue = JobQueue(db, lease_seconds=settings.job_lease_seconds)
     metrics = Metrics()
@@ -76,8 +75,6 @@ def build_runtime(settings: Settings, *, services: Services | None = None) -> Ru
         kinds=default_job_kinds(),
         services=svc,
     )
-    from bot.app.wiring import default_background_tasks
-
     svc.extras["wake"] = runtime.wake
     runtime.background.extend(default_background_tasks())
     return runtime

@@ -8,16 +8,28 @@ from typing import Any
 import httpx
 
 from bot.app import installation
+from bot.app.redelivery import redelivery_loop
+from bot.config.repo import split_model_ref
 from bot.errors import GitHubError
+from bot.github.auth import installation_port, make_app_github
+from bot.github.client import GitHubKitPort
+from bot.github.pause import GateRegistry, RateLimitGate
+from bot.github.throttle import Throttle, ThrottleRegistry
+from bot.github.transport import SharedTransport
+from bot.handlers import approval, caches, checks, ci, commands, execution, plan_pr, planning, review
+from bot.handlers.approval import EXECUTE_JOB, POLL_JOB, approval_poller
+from bot.handlers.execution import cancel_execution
+from bot.handlers.stale_checks import stale_check_sweeper
+from bot.llm.pricing import repo_price_table
+from bot.llm.registry import create_llm
 from bot.runtime.routing import Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
+from bot.store.plans import PlanStore
 
 
 def default_router() -> Router:
     """Every concern's handlers, in data-flow order."""
-    from bot.handlers import caches, checks, ci, commands, plan_pr, planning, review
-
     return Router.combine(
         [
             installation.router,
@@ -34,8 +46,6 @@ def default_router() -> Router:
 
 def default_job_kinds() -> JobKinds:
     """Every job kind other than `webhook`."""
-    from bot.handlers import approval, checks, ci, execution, planning, review
-
     kinds = JobKinds()
     kinds.merge(planning.kinds)
     kinds.merge(checks.kinds)
@@ -48,19 +58,11 @@ def default_job_kinds() -> JobKinds:
 
 def default_background_tasks() -> list[Any]:
     """Periodic tasks that run beside the workers."""
-    from bot.app.redelivery import redelivery_loop
-    from bot.handlers.approval import approval_poller
-    from bot.handlers.stale_checks import stale_check_sweeper
-
     return [approval_poller, redelivery_loop, stale_check_sweeper]
 
 
 def make_llm_factory(services: Services) -> Any:
     """`llm_for(repo_config, model)` from the server settings and the repo's `llm:` section."""
-    from bot.config.repo import split_model_ref
-    from bot.llm.pricing import repo_price_table
-    from bot.llm.registry import create_llm
-
     settings = services.settings
 
     def llm_for(config: Any, model: str | None) -> Any:
@@ -88,17 +90,9 @@ def make_llm_factory(services: Services) -> Any:
 
 def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransport | None = None) -> None:
     """Attach GitHub App auth, the LLM factory, the queue and the plan store for the server."""
-    from bot.github.auth import installation_port, make_app_github
-    from bot.github.client import GitHubKitPort
-    from bot.github.pause import GateRegistry, RateLimitGate
-    from bot.github.throttle import Throttle, ThrottleRegistry
-    from bot.store.plans import PlanStore
-
     settings = services.settings
     transport = github_transport or services.extras.get("github_transport")
     if transport is None:
-        from bot.github.transport import SharedTransport
-
         transport = services.extras.setdefault("shared_github_transport", SharedTransport())
     interval = settings.github_write_interval
     throttles = ThrottleRegistry(
@@ -146,7 +140,6 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     if services.llm_for is None:
         services.llm_for = make_llm_factory(services)
     services.plan_store = PlanStore(services.db, clock=services.clock, key=settings.state_signing_key())
-    from bot.handlers.execution import cancel_execution
 
     async def cancel(repo: str, issue: int) -> int:
         return await cancel_execution(services, repo, issue)
@@ -154,7 +147,6 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     services.extras.setdefault("cancel_execution", cancel)
     queue = services.queue
     if services.enqueue is None and queue is not None:
-        from bot.handlers.approval import EXECUTE_JOB, POLL_JOB
 
         async def enqueue(kind: str, group_key: str, payload: dict[str, Any]) -> None:
             await queue.enqueue(

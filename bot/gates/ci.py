@@ -20,6 +20,7 @@ from bot.github.models_actions import WorkflowRun
 from bot.llm.sanitize import fence_untrusted, sanitize_untrusted
 from bot.plan import PRD
 from bot.plan.state import PlanState
+from bot.rendering.jinja import md_inline
 
 PENDING = {"queued", "in_progress", "pending", "waiting", "requested", "expected"}
 FAILED = {"failure", "timed_out", "cancelled", "startup_failure", "action_required", "error", "stale"}
@@ -155,8 +156,6 @@ def fix_feedback(
 
 def ci_comment(batch: int, head: str, checks: Sequence[CICheck], actions: Sequence[str], *, note: str) -> str:
     """The one sticky comment on the batch PR: the state of each check and what the bot did."""
-    from bot.rendering.jinja import md_inline
-
     icon = {True: "❌", False: "✅"}
     lines = [f"### CI of batch {batch} at `{head[:12]}`", "", md_inline(note), ""]
     if checks:

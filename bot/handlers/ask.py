@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from bot.agent.readonly import Unfinished, investigate
 from bot.errors import ConfigurationError, GitHubError, WorkspaceError
+from bot.handlers.llm_planning import default_head
 from bot.handlers.session import Session
 from bot.llm.sanitize import fence_untrusted, sanitize_untrusted
 from bot.planning.answers import references_markdown
@@ -48,8 +49,6 @@ async def answer_question(session: Session, *, question: str, actor: str) -> Non
     except ConfigurationError as exc:
         await session.reply(f"Plan Cascade cannot answer: {exc.message}")
         return
-    from bot.handlers.llm_planning import default_head
-
     try:
         tree = await default_head(session)
     except (WorkspaceError, GitHubError) as exc:

@@ -12,10 +12,16 @@ import re
 import shutil
 
 from bot.db.queue import ClaimedJob
+from bot.gates.run import run_gate
+from bot.handlers.execution import build_run
 from bot.handlers.session import session_for_event, session_for_job
+from bot.orchestration.setup import SETUP_GATE, gate_confinement, prepare, report_setup, tool_env
+from bot.orchestration.story import gate_specs
+from bot.publishing.github import GitHubReporter
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
+from bot.workspace.worktree import Worktree, add_worktree, remove_worktree
 
 router = Router()
 kinds = JobKinds()
@@ -66,13 +72,6 @@ async def on_check_run_rerequested(event: Event, services: Services) -> None:
 @kinds.register(RERUN_JOB)
 async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     """Run one gate again on the commit its check run was about."""
-    from bot.gates.run import run_gate
-    from bot.handlers.execution import build_run
-    from bot.orchestration.setup import SETUP_GATE, gate_confinement, prepare, report_setup, tool_env
-    from bot.orchestration.story import gate_specs
-    from bot.publishing.github import GitHubReporter
-    from bot.workspace.worktree import Worktree, add_worktree, remove_worktree
-
     data = job.payload
     session = await session_for_job(services, job)
     if session is None:

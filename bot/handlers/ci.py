@@ -45,8 +45,11 @@ from bot.gates.ci import (
 )
 from bot.github.models_actions import WorkflowJob
 from bot.handlers.plan_io import update_plan
+from bot.handlers.review_fix import apply_review_fix
 from bot.handlers.session import Session, session_for_job
+from bot.orchestration.scheduler import batch_branch
 from bot.plan.state import BatchState, PlanState, PlanStatus, totals, with_batch
+from bot.publishing.github import write_rollup
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
@@ -209,8 +212,6 @@ async def _checks(session: Session, record: BatchState) -> list[CICheck]:
 
 async def _own_jobs(session: Session, record: BatchState) -> dict[int, WorkflowJob]:
     """Check run id → job, for the jobs of this repository's own runs for the batch branch and head."""
-    from bot.orchestration.scheduler import batch_branch
-
     branch = record.branch or batch_branch(f"plan-cascade/{session.issue}", record.number)
     head = record.head_sha or ""
     jobs: dict[int, WorkflowJob] = {}
@@ -271,8 +272,6 @@ async def _on_failure(
     feedback, output = fix_feedback(loaded.state.prd, concerned, [(c, tail) for c, _, _, tail in code])
     files = [f for sid in concerned for f in loaded.state.prd.story(sid).files]
     loaded = await update_plan(session, loaded, functools.partial(_record, batch=batch, fixes=1))
-    from bot.handlers.review_fix import apply_review_fix
-
     head, said = await apply_review_fix(
         session,
         batch=batch,
@@ -338,8 +337,6 @@ async def _give_up(session: Session, loaded: LoadedPlan, batch: int, checks: lis
 
 
 async def _rollup_failed(session: Session, record: BatchState, why: str) -> None:
-    from bot.publishing.github import write_rollup
-
     output = {"title": f"Batch {record.number}: CI failed", "summary": why}
     await write_rollup(
         session.port,

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Sequence
 
 from bot.github.models import Comment
+from bot.handlers.approval import poll_reactions
+from bot.handlers.planning import plan_issue
 from bot.handlers.session import Session
 from bot.planning.answers import QUESTIONS_MARKER
 from bot.store.plans import same_login
@@ -30,8 +32,6 @@ async def on_plain_comment(
         comments = await session.port.list_issue_comments(session.repo, session.issue)
     loaded = await session.load_plan(comments=comments)
     if loaded is not None:
-        from bot.handlers.approval import poll_reactions
-
         await poll_reactions(session, loaded)
         return
     if session.config_error is not None:
@@ -68,7 +68,5 @@ async def resume_with_answers(
     questions = asked[-1].body.split(QUESTIONS_MARKER)[0]
     questions = "\n".join(line for line in questions.splitlines() if line[:1].isdigit())
     answers = f"The questions asked before planning:\n{questions}\n\nAnswers by @{login}:\n{body.strip()}"
-    from bot.handlers.planning import plan_issue
-
     await plan_issue(session, actor=login, text=answers, clarifications=answers)
     return True

@@ -17,9 +17,14 @@ from datetime import datetime
 from bot.config.repo import RepoConfig
 from bot.errors import StateError
 from bot.handlers.approval import approve_command, start_execution
+from bot.handlers.ask import answer_question
+from bot.handlers.clarify import on_plain_comment
 from bot.handlers.plan_io import update_plan
 from bot.handlers.planning import plan_issue
+from bot.handlers.review import on_pr_command
 from bot.handlers.session import Session, session_for_event
+from bot.orchestration.scheduler import resume
+from bot.plan import extract_prd_block
 from bot.plan.state import PlanState, PlanStatus, StoryStatus, transition, with_batch
 from bot.rendering import messages
 from bot.runtime.commands import Command, parse_command
@@ -67,8 +72,6 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
     cmd = parse_command(env.comment.body, app_slug=session.app_slug)
     if cmd is None:
         if not env.issue.is_pull_request and await session.load_config() is not None:
-            from bot.handlers.clarify import on_plain_comment
-
             user = env.comment.user
             await on_plain_comment(
                 session,
@@ -96,8 +99,6 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
         await session.report_config_error()
         return
     if env.issue.is_pull_request:
-        from bot.handlers.review import on_pr_command
-
         await on_pr_command(session, cmd, author=author, pr_number=env.issue.number)
         return
     if not cmd.valid:
@@ -127,15 +128,11 @@ async def _plan(session: Session, cmd: Command, author: Author) -> None:
 
 @command("ask")
 async def _ask(session: Session, cmd: Command, author: Author) -> None:
-    from bot.handlers.ask import answer_question
-
     await answer_question(session, question=cmd.text, actor=author.login)
 
 
 @command("revise")
 async def _revise(session: Session, cmd: Command, author: Author) -> None:
-    from bot.plan import extract_prd_block
-
     if extract_prd_block(cmd.text):
         await plan_issue(session, actor=author.login, text=cmd.text)
     else:
@@ -242,8 +239,6 @@ async def _retry_or_skip(session: Session, cmd: Command, author: Author, *, skip
     if not verdict.allowed:
         await session.refuse(author.login, verdict)
         return
-    from bot.orchestration.scheduler import resume
-
     actor, at = author.login, session.services.clock()
 
     def resumed(state: PlanState) -> PlanState:

@@ -16,6 +16,7 @@ import logging
 import re
 
 from bot.errors import GitHubError
+from bot.handlers.approval import start_execution
 from bot.handlers.session import Session, open_session
 from bot.plan.state import PlanState, PlanStatus
 from bot.planning.epic import Epic
@@ -145,8 +146,6 @@ async def child_moved(session: Session, *, body: str | None = None) -> None:
 
 async def on_child_merged(session: Session) -> None:
     """A child's last batch PR merged: start the approved siblings that waited only for it."""
-    from bot.handlers.approval import start_execution
-
     issue = await session.port.get_issue(session.repo, session.issue)
     marker = parse_child_marker(issue.body)
     if marker is None:

@@ -14,12 +14,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.agent.registry import AgentRegistry
+from bot.db.models import PlanRecord
 from bot.db.queue import ClaimedJob
 from bot.handlers.approval import EXECUTE_JOB
+from bot.handlers.epic import child_moved, waiting_for
+from bot.handlers.plan_io import save_plan
 from bot.handlers.session import Session, session_for_job
+from bot.orchestration.actions_backend import actions_story_runner
 from bot.orchestration.engine import announce_outcome, execute
 from bot.orchestration.run import CONTINUABLE, Run
 from bot.plan.state import PlanState, PlanStatus, StoryStatus, transition
+from bot.publishing.github import GitHubPublisher, GitHubReporter
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
 from bot.workspace.mirror import mirror_slug
@@ -75,10 +81,6 @@ def still_wanted(
 
 async def build_run(session: Session, state: PlanState, comment_id: int, comment_url: str | None) -> Run:
     """Everything the engine needs for this plan on this server."""
-    from bot.agent.registry import AgentRegistry
-    from bot.handlers.plan_io import save_plan
-    from bot.publishing.github import GitHubPublisher, GitHubReporter
-
     services, config = session.services, session.config
     assert config is not None and session.clone_url is not None
     data = services.settings.data_dir.resolve()
@@ -102,8 +104,6 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
             log.info("no reflection model: %s", exc)
     story_runner = None
     if config.execution.backend == "actions":
-        from bot.orchestration.actions_backend import actions_story_runner
-
         story_runner = actions_story_runner(session, config)
     return Run(
         state=state,
@@ -146,8 +146,6 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
     if data.get("plan_hash") and data["plan_hash"] != loaded.state.plan_hash:
         log.info("execution job is for an older revision: skipped")
         return
-    from bot.handlers.epic import waiting_for
-
     pending = await waiting_for(session)
     if pending:
         waits = ", ".join(f"#{n}" for n in pending)
@@ -187,15 +185,11 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
         return
     if run.cancel.is_set():
         await _mark_cancelled(run, note=run.budget_note or "cancelled")
-    from bot.handlers.epic import child_moved
-
     await child_moved(session)
 
 
 async def _close_checks(reporter: object, run: Run, task: asyncio.Task[Any]) -> None:
     """No check run of ours is left running when the engine stops, however it stopped."""
-    from bot.publishing.github import GitHubReporter
-
     if not isinstance(reporter, GitHubReporter) or not reporter.open_runs:
         return
     if run.superseded:
@@ -213,8 +207,6 @@ async def _close_checks(reporter: object, run: Run, task: asyncio.Task[Any]) -> 
 
 async def _watch_for_cancel(services: Services, session: Session, run: Run, task: asyncio.Task[Any]) -> None:
     """A cancel written by another process shows up in the database: stop within seconds."""
-    from bot.db.models import PlanRecord
-
     if services.db is None:
         return
     while not task.done():

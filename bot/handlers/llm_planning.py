@@ -12,6 +12,7 @@ import logging
 from bot.agent.readonly import GitTree
 from bot.errors import ConfigurationError, GitHubError, LLMError, WorkspaceError
 from bot.github.models import Issue
+from bot.handlers.epic import epic_context
 from bot.handlers.session import Session
 from bot.llm import LLM
 from bot.plan import PRD, prd_to_yaml
@@ -46,8 +47,6 @@ async def plan_with_llm(
     except ConfigurationError as exc:
         raise LLMError(exc.message) from None
     extra = notes.strip()
-    from bot.handlers.epic import epic_context
-
     epic = await epic_context(session, issue.body)
     # A first plan asked for by the label or a bare `plan` may turn out to be a question, or too
     # unclear to plan: exploration says so. Notes, feedback, an epic's child: a plan it is.

@@ -14,6 +14,8 @@ from bot.config.repo import RepoConfig
 from bot.errors import StalePlan
 from bot.github.port import GitHubPort
 from bot.handlers.session import DEFAULT_TRIGGER_LABEL, Session
+from bot.llm.pricing import Price, repo_price_table
+from bot.llm.registry import DEFAULT_MODELS
 from bot.plan.state import PlanState
 from bot.plan.state_block import (
     INLINE_STATE_LIMIT,
@@ -25,6 +27,7 @@ from bot.plan.state_block import (
     state_payload,
     state_reference,
 )
+from bot.rendering.estimate import estimate_execution
 from bot.rendering.plan_comment import render_plan_comment
 from bot.store.plans import LoadedPlan, PlanStore
 
@@ -51,8 +54,6 @@ def render(session: Session, state: PlanState, *, state_block: str | None = None
 
 def _agent_model(session: Session, config: RepoConfig | None) -> str:
     """The model the builtin agent will use, for pricing the estimate."""
-    from bot.llm.registry import DEFAULT_MODELS
-
     settings = session.services.settings
     provider = (config.llm.provider if config and config.llm.provider else None) or settings.llm_provider
     return (config.llm.model if config else None) or settings.llm_model or DEFAULT_MODELS.get(provider, "")
@@ -60,9 +61,6 @@ def _agent_model(session: Session, config: RepoConfig | None) -> str:
 
 def _estimate(state: PlanState, config: RepoConfig | None, *, model: str):  # type: ignore[no-untyped-def]
     """The execution estimate at the model's price (the repo's `llm.prices` override it)."""
-    from bot.llm.pricing import Price, repo_price_table
-    from bot.rendering.estimate import estimate_execution
-
     price = repo_price_table(config.llm.prices if config else None).price(model) or Price(
         input_per_mtok=3.0, output_per_mtok=15.0
     )

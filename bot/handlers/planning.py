@@ -16,10 +16,13 @@ from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
 from bot.handlers.environment import planned_setup
 from bot.handlers.epic import PLAN_CHILD_JOB, child_moved, create_children, refresh_rollup
+from bot.handlers.llm_planning import plan_with_llm
 from bot.handlers.plan_io import save_plan, update_plan
+from bot.handlers.plan_pr import open_plan_pr
 from bot.handlers.session import Session, session_for_event, session_for_job
 from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
 from bot.plan.state import PlanSource, PlanState, PlanStatus, new_plan, revise
+from bot.planning.answers import intent_reply
 from bot.planning.exploration import NeedsAnswers, NotATask
 from bot.rendering import messages
 from bot.runtime.routing import Event, Router
@@ -113,8 +116,6 @@ async def plan_issue(
             prd = await asyncio.to_thread(parse_prd, block, max_stories=max_stories, vague=False)
             source = "prd-block"
         else:
-            from bot.handlers.llm_planning import plan_with_llm
-
             planning = await plan_with_llm(
                 session,
                 issue=issue,
@@ -134,8 +135,6 @@ async def plan_issue(
         await session.reply(messages.planning_failed(exc.message))
         return
     except (NotATask, NeedsAnswers) as exc:
-        from bot.planning.answers import intent_reply
-
         await session.reply(intent_reply(exc))
         return
     config = session.config
@@ -214,8 +213,6 @@ async def plan_issue(
         return
     await child_moved(session, body=issue.body)
     if session.config.plan_pr:
-        from bot.handlers.plan_pr import open_plan_pr
-
         await open_plan_pr(session, saved)
 
 

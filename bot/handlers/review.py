@@ -19,7 +19,9 @@ from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError
 from bot.github.models import PullRequest
 from bot.handlers.approval import start_execution
+from bot.handlers.epic import child_moved, on_child_merged
 from bot.handlers.plan_io import update_plan
+from bot.handlers.review_fix import apply_review_fix
 from bot.handlers.session import Session, open_session, session_for_job
 from bot.plan.state import BatchState, PlanState, PlanStatus, transition
 from bot.rendering import messages
@@ -220,8 +222,6 @@ async def on_pull_request_closed(event: Event, services: Services) -> None:
     opened = [b for b in state.batches if b.pr_number is not None]
     if waiting:
         await start_execution(session, saved)
-    from bot.handlers.epic import child_moved, on_child_merged
-
     if done:  # a child of an epic: the siblings that waited for its code may start now
         await on_child_merged(session)
     else:
@@ -240,8 +240,6 @@ async def on_pull_request_closed(event: Event, services: Services) -> None:
 @kinds.register(FIX_JOB)
 async def run_fix_job(job: ClaimedJob, services: Services) -> None:
     """The review phase on a batch branch: agent, gates, commit, push, reply."""
-    from bot.handlers.review_fix import apply_review_fix
-
     data = job.payload
     session = await session_for_job(services, job)
     if session is None:

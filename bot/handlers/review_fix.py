@@ -12,9 +12,12 @@ from typing import Any
 from bot.agent.base import Phase
 from bot.errors import AgentError, GitHubError, WorkspaceError
 from bot.gates.detect import GateSpec
+from bot.handlers.execution import build_run, still_wanted
+from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session
 from bot.orchestration.run import RunSuperseded
 from bot.orchestration.scheduler import batch_branch
+from bot.orchestration.story import _attempts
 from bot.plan import Story
 from bot.plan.state import PlanState, StoryState, StoryStatus, with_batch
 from bot.rendering import messages
@@ -84,10 +87,6 @@ async def apply_review_fix(
     Right before the agent runs, the plan is read again: a cancel (or, for the CI loop's fix, a
     stopped loop) since then runs nothing.
     """
-    from bot.handlers.execution import build_run, still_wanted
-    from bot.handlers.plan_io import update_plan
-    from bot.orchestration.story import _attempts
-
     loaded = await session.load_plan()
     if loaded is None or batch > len(loaded.state.batches):
         await session.port.create_issue_comment(
@@ -211,7 +210,5 @@ def _hands_off_record(state: PlanState, *, batch: int) -> PlanState:
 
 
 async def _hands_off(session: Session, pr_number: int, branch: str, loaded: Any, batch: int) -> None:
-    from bot.handlers.plan_io import update_plan
-
     await update_plan(session, loaded, functools.partial(_hands_off_record, batch=batch))
     await session.port.create_issue_comment(session.repo, pr_number, body=messages.hands_off(branch))

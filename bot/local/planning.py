@@ -7,9 +7,13 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.agent.readonly import GitTree
 from bot.config.repo import RepoConfig
 from bot.errors import PlanValidationError, StateError
 from bot.local import publisher as repo_git
+from bot.planning import IssueContext, RepoContext
+from bot.planning.context import build_context, read_repo_context
+from bot.planning.exploration import exploration_limits, explore, plan_explored
 
 if TYPE_CHECKING:
     from bot.local.runner import LocalContext
@@ -17,10 +21,6 @@ if TYPE_CHECKING:
 
 async def plan_description(root: Path, description: str, *, config: RepoConfig, ctx: LocalContext) -> Any:
     """Plan `description` for the repository at HEAD with the configured LLM (a PlanningResult)."""
-    from bot.planning import IssueContext
-    from bot.planning.context import read_repo_context
-    from bot.planning.exploration import plan_explored
-
     if not description.strip():
         raise PlanValidationError(
             'nothing to plan: give a description ("add a --verbose flag") or --prd FILE'
@@ -40,11 +40,6 @@ async def plan_description(root: Path, description: str, *, config: RepoConfig, 
 async def explore_head(root: Path, llm: Any, issue: Any, *, config: RepoConfig) -> Any:
     """Read the repository's committed HEAD before planning, as the server reads the default
     branch: read-only git (`cat-file`, `ls-tree`, `grep`) on the user's objects, no checkout."""
-    from bot.agent.readonly import GitTree
-    from bot.planning import RepoContext
-    from bot.planning.context import build_context
-    from bot.planning.exploration import exploration_limits, explore
-
     head = (await repo_git.user_git(root, "rev-parse", "--verify", "HEAD^{commit}")).stdout.strip()
     tree = GitTree(functools.partial(repo_git.user_git, root), head)
     context = build_context(issue, RepoContext(), token_budget=6000)

@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from bot.agent.registry import AgentRegistry
 from bot.config.repo import CONFIG_PATH, RepoConfig, load_repo_config
 from bot.db.queue import utcnow
 from bot.errors import AgentError, PlanValidationError, RepoConfigError, StateError, WorkspaceError
@@ -33,6 +34,8 @@ from bot.local.publisher import LocalPublisher
 from bot.local.render import plan_view, summary_lines
 from bot.local.reporter import LocalReporter
 from bot.local.store import LocalRun, RunStore, run_id_for, slugify
+from bot.orchestration.engine import execute
+from bot.orchestration.run import Run
 from bot.plan import PRD, parse_prd, vague_criteria
 from bot.plan.state import (
     Approval,
@@ -44,6 +47,7 @@ from bot.plan.state import (
     new_plan,
     scope_for,
 )
+from bot.workspace.mirror import Mirror
 from bot.workspace.reaper import ProcessRegistry
 from bot.workspace.sandbox import Sandbox
 
@@ -196,8 +200,6 @@ def review_llm(config: RepoConfig, ctx: LocalContext) -> Any:
 
 def registry_for(config: RepoConfig, ctx: LocalContext) -> Any:
     """Agents by name; `builtin` gets the configured LLM when there is one."""
-    from bot.agent.registry import AgentRegistry
-
     llm_for = ctx.llm_for
     factory = (lambda: llm_for(config, None)) if llm_for is not None else None
     return AgentRegistry(factory, config.agent.commands)
@@ -298,10 +300,6 @@ def retry_failed(state: PlanState) -> PlanState:
 
 async def drive(record: LocalRun, *, config: RepoConfig, store: RunStore, ctx: LocalContext) -> int:
     """Run the engine to an outcome (or an interrupt), then print the summary; the exit code."""
-    from bot.orchestration.engine import execute
-    from bot.orchestration.run import Run
-    from bot.workspace.mirror import Mirror
-
     reporter = LocalReporter(store, record, console=ctx.console, clock=ctx.clock)
     publisher = LocalPublisher(repo=Path(record.repo))
     registry = ProcessRegistry(store.root / "run" / "processes")

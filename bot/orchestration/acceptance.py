@@ -20,6 +20,7 @@ from bot.gates.report import conclusion
 from bot.orchestration.batch import BatchOutcome, PushHead, merge_batch
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import story_branch
+from bot.orchestration.story import run_story
 from bot.orchestration.verdicts import (
     SYSTEM,
     AcceptanceAnswer,
@@ -153,8 +154,6 @@ async def _send_back(run: Run, sid: str, feedback: str) -> None:
     When that does not pass its gates, the story keeps the work that did (its branch is put
     back), and the verdict stands.
     """
-    from bot.orchestration.story import run_story
-
     before = run.state.stories[sid]
     branch = story_branch(run.branch_prefix, sid)
     await run.story(sid, important=True, review_rounds=before.review_rounds + 1)

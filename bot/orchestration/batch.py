@@ -11,9 +11,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.errors import WorkspaceError
+from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
+from bot.gates.run import run_gates
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch, story_branch
+from bot.orchestration.setup import gate_confinement, prepare, report_setup, tool_env
+from bot.orchestration.story import base_judge, gate_specs, run_story
 from bot.plan.state import StoryStatus
 from bot.workspace.worktree import Worktree, add_worktree, head_sha, merge_branches, remove_worktree
 
@@ -137,8 +141,6 @@ def _rebased_message(branch: str, *, sid: str, batch: int) -> str:
 
 async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str]) -> bool:
     """Re-run the story on top of the merged batch branch; True when it passes its gates again."""
-    from bot.orchestration.story import run_story
-
     log.info("%s conflicts in %s: re-running it on top of the batch (refactor phase)", story_id, files)
     await run.story(
         story_id,
@@ -158,11 +160,6 @@ async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str
 
 
 async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> list[GateResult]:
-    from bot.gates.detect import GateSpec
-    from bot.gates.run import run_gates
-    from bot.orchestration.setup import gate_confinement, prepare, report_setup, tool_env
-    from bot.orchestration.story import base_judge, gate_specs
-
     root = wt.path
     specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
     if not specs and not run.state.setup:

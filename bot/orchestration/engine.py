@@ -14,11 +14,14 @@ from typing import Any
 
 from bot.gates.report import fenced_tail
 from bot.orchestration.basecheck import check_base, needs_base_check
+from bot.orchestration.batch import merge_batch
+from bot.orchestration.reflection import reflect
 from bot.orchestration.run import BudgetExceeded, Run, RunSuperseded, batch_base
 from bot.orchestration.scheduler import in_scope, outcome, runnable, shared_files
 from bot.orchestration.story import run_story
 from bot.plan.baseline import BaseCheck
 from bot.plan.state import PlanState, PlanStatus, StoryStatus, skip_dependents, transition
+from bot.rendering import messages
 
 SETUP_COMMENT_CHARS = 6000
 
@@ -97,8 +100,6 @@ async def _execute(run: Run) -> PlanState:
             run.state = await run.publisher.publish_batch(run, number, passed)
         elif passed and run.publisher is None and ready:
             # Nothing publishes, but the next batch still starts from this batch's merge.
-            from bot.orchestration.batch import merge_batch
-
             await merge_batch(run, number, passed)
     if run.cancel.is_set():
         return run.state
@@ -137,8 +138,6 @@ async def _wait_for_merge(run: Run, number: int) -> PlanState:
 
 
 async def _pause_for_budget(run: Run) -> PlanState:
-    from bot.rendering import messages
-
     note = f"paused: {run.budget_note}"
     stories = {
         sid: (
@@ -158,8 +157,6 @@ async def _pause_for_budget(run: Run) -> PlanState:
 
 async def _stop_for_base_setup(run: Run, check: BaseCheck) -> PlanState:
     """Setup fails on the unchanged base: the plan stops before any agent runs, said once."""
-    from bot.rendering import messages
-
     label = check.base_label or check.base_sha[:7]
     note = f"setup fails on {label}: no story ran; fix it, then `retry`"
     state = await run.update(
@@ -178,8 +175,6 @@ async def _stop_for_base_setup(run: Run, check: BaseCheck) -> PlanState:
 async def _finish(run: Run) -> PlanState:
     end = outcome(run.state)
     if end == PlanStatus.FAILED:
-        from bot.orchestration.reflection import reflect
-
         revised = await reflect(run)
         if revised is not None:
             return revised
@@ -200,7 +195,5 @@ async def _finish(run: Run) -> PlanState:
 
 async def announce_outcome(run: Run) -> None:
     """Say how the run ended: once per job, also when a job is redone after a crash."""
-    from bot.rendering import messages
-
     if run.state.status == PlanStatus.FAILED:
         await run.say("failed", messages.plan_failed(run.state))

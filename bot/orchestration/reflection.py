@@ -12,9 +12,11 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from bot.errors import LLMError
+from bot.llm.structured import complete_structured
 from bot.orchestration.run import Run
 from bot.plan import PRD, Story, changelog_lines, diff_prds, prd_to_yaml, validate_prd
 from bot.plan.state import PlanState, PlanStatus, StoryStatus, revise, transition
+from bot.rendering import messages
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +100,6 @@ async def reflect(run: Run) -> PlanState | None:
     llm = getattr(run, "reflection_llm", None)
     if llm is None:
         return None
-    from bot.llm.structured import complete_structured
-
     failed = {sid: st for sid, st in run.state.stories.items() if st.status == StoryStatus.FAILED}
     lines = [f"- {sid}: {st.reason or 'failed'} (gates: {st.gates})" for sid, st in failed.items()]
     prompt = (
@@ -144,8 +144,6 @@ async def reflect(run: Run) -> PlanState | None:
         ).model_copy(update={"note": note[:500]}),
         important=True,
     )
-    from bot.rendering import messages
-
     await run.say(
         "reflection",
         messages.state_refusal(

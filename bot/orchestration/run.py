@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bot.config.repo import RepoConfig
 from bot.db.queue import utcnow
 from bot.errors import StalePlan, StateError
+from bot.orchestration.scheduler import batch_branch
 from bot.plan.state import PlanState, PlanStatus, totals, update_story
 from bot.workspace.mirror import Mirror
 from bot.workspace.sandbox import Sandbox
@@ -169,8 +170,6 @@ class Run:
 
 def batch_base(run: Run, batch: int) -> str:
     """The ref a batch's stories start from."""
-    from bot.orchestration.scheduler import batch_branch
-
     if batch == 1 or run.config.execution.stacking == "sequential":
         return f"refs/remotes/origin/{run.base_branch}"
     return f"refs/heads/{batch_branch(run.branch_prefix, batch - 1)}"

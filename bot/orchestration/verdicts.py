@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from bot.llm.sanitize import fence_untrusted
 from bot.plan.state import CriterionCheck, PlanState, Verdict
+from bot.rendering.jinja import md_inline
 
 DIFF_CHARS = 60_000
 """The most of a batch diff put in the reviewer's prompt; it reads the rest with its tools."""
@@ -142,8 +143,6 @@ class LineComment:
 
 def line_comments(answer: AcceptanceAnswer, commentable: Mapping[str, set[int]]) -> list[LineComment]:
     """The verdicts that cite a line of the diff, as comments on that line (others stay in the body)."""
-    from bot.rendering.jinja import md_inline
-
     comments = []
     for v in answer.verdicts:
         if v.path and v.line and v.line in commentable.get(v.path, set()):
@@ -164,8 +163,6 @@ def review_body(
     sent_back: list[str],
 ) -> str:
     """The pull request review: every criterion's verdict and evidence, and what it cost."""
-    from bot.rendering.jinja import md_inline
-
     icon = {"met": "✅", "not_met": "❌", "unknown": "❔"}
     lines = [f"### Acceptance review of batch {batch}", ""]
     if summary.strip():

@@ -22,6 +22,7 @@ from bot.llm import LLM, Usage
 from bot.llm.sanitize import fence_untrusted
 from bot.planning.context import IssueContext, RepoContext
 from bot.planning.planner import PlanningResult, plan_issue
+from bot.rendering.jinja import md_inline
 
 log = logging.getLogger(__name__)
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "CONTRIBUTING.md", ".github/copilot-instructions.md")
@@ -246,8 +247,6 @@ def planner_notes(result: Exploration) -> str:
 
 def looked_at_markdown(result: Exploration) -> str | None:
     """The plan comment's "What I looked at": files read, conventions found, cost."""
-    from bot.rendering.jinja import md_inline
-
     if result.findings is None and not result.instructions and result.error is None:
         return None
     lines = []

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from bot.errors import GitHubError
 from bot.gates.annotations import Annotation
+from bot.gates.ci import rollup_verdict
 from bot.gates.detect import GateSpec
 from bot.gates.report import (
     GateResult,
@@ -23,6 +24,7 @@ from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch
 from bot.orchestration.verdicts import REVIEW_MARKER, diff_lines, draft_reason, line_comments, review_body
 from bot.plan.state import BatchState, PlanState, batch_record, with_batch
+from bot.rendering import messages
 from bot.rendering.pr_body import pr_body, pr_title
 from bot.store.trust import same_login
 
@@ -303,8 +305,6 @@ class GitHubPublisher:
         unmet: str | None = None,
     ) -> None:
         """The `plan-cascade` check on the PR head that sums up the batch."""
-        from bot.gates.ci import rollup_verdict
-
         verdict, title = rollup_verdict(run.state, batch, merged, integration, unmet=unmet)
         lines = [
             f"- {sid}: {run.state.stories[sid].status.value}" for sid in run.state.batches_ids()[batch - 1]
@@ -315,8 +315,6 @@ class GitHubPublisher:
         await write_rollup(self.port, self.repo, head=head, batch=batch, conclusion=verdict, output=output)
 
     async def _hands_off(self, run: Run, batch: int, record: BatchState, branch: str) -> PlanState:
-        from bot.rendering import messages
-
         note = messages.hands_off(branch)
         if record.pr_number is not None:
             await self.port.create_issue_comment(self.repo, record.pr_number, body=note)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from bot.plan import Strategy, short_hash
 from bot.plan.state import PlanState, StoryStatus
+from bot.rendering.jinja import template_env
 
 BATCH_MARKER = "<!-- plan-cascade:batch {repo}#{issue} {batch} -->"
 _MARKER = re.compile(r"<!-- plan-cascade:batch (\S+)#(\d+) (\d+) -->")
@@ -50,8 +51,6 @@ def pr_body(
     review_note: str | None = None,
 ) -> str:
     """The PR body from `templates/pr_body.md.j2`, within GitHub's size limit."""
-    from bot.rendering.jinja import template_env
-
     total = len(state.batches_ids())
     batch_ids = state.batches_ids()[batch - 1]
     stories = []

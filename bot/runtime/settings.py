@@ -12,15 +12,16 @@ import hmac
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from bot.workspace.sandbox import Sandbox
+from bot.llm.registry import configuration_problem
+from bot.workspace.egress import parse_egress
+from bot.workspace.reaper import ProcessRegistry
+from bot.workspace.sandbox import Sandbox
 
 LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
 
@@ -113,8 +114,6 @@ class Settings(BaseSettings):
     def _check_key_source(self) -> Settings:
         if self.private_key is not None and self.private_key_path is not None:
             raise ValueError("set PLAN_CASCADE_PRIVATE_KEY or PLAN_CASCADE_PRIVATE_KEY_PATH, not both")
-        from bot.workspace.egress import parse_egress
-
         try:
             parse_egress(self.setup_egress_hosts() or ())
         except ValueError as exc:
@@ -147,8 +146,6 @@ class Settings(BaseSettings):
 
     def llm_problem(self) -> tuple[str, bool] | None:
         """Why the LLM settings cannot work: (message, fatal), or None."""
-        from bot.llm.registry import configuration_problem
-
         keys = (self.anthropic_api_key, self.openai_api_key)
         anthropic, openai = (k.get_secret_value() if k is not None else None for k in keys)
         return configuration_problem(
@@ -205,9 +202,6 @@ class Settings(BaseSettings):
         self, *, default: str = "required", environ: Mapping[str, str] | None = None
     ) -> Sandbox:
         """The operator's sandbox for every process started on untrusted code."""
-        from bot.workspace.reaper import ProcessRegistry
-        from bot.workspace.sandbox import Sandbox
-
         env = os.environ if environ is None else environ
         names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
         setup_names = [n.strip() for n in self.setup_env.split(",") if n.strip()]

@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
+from bot.testing.fake_github_actions import set_draft
 from bot.testing.fake_github_model import (
     LEGACY_PERMISSION,
     MAX_BODY,
@@ -263,8 +264,6 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         query = str((data or {}).get("query") or "")
         variables = (data or {}).get("variables") or {}
         if "convertPullRequestToDraft" in query or "markPullRequestReadyForReview" in query:
-            from bot.testing.fake_github_actions import set_draft
-
             return set_draft(fake, variables, draft="convertPullRequestToDraft" in query)
         if "userContentEdits" not in query:
             return JSONResponse({"errors": [{"message": "FakeGitHub serves only the comment-edits query"}]})
