@@ -3,7 +3,8 @@
 
 from bot.action.inputs import ActionInputs, StoryInputs, read_inputs
 from bot.action.runner import action_main, run_action
-from bot.orchestration.actions_backend import ActionsStoryRunner, actions_story_runner
+from bot.handlers.execution import actions_story_runner
+from bot.orchestration.actions_backend import ActionsStoryRunner
 
 __all__ = [
     "ActionInputs",

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.registry import AgentRegistry
+from bot.config.repo import RepoConfig
 from bot.db.models import PlanRecord
 from bot.db.queue import ClaimedJob
 from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.epic import child_moved, waiting_for
 from bot.handlers.plan_io import save_plan
 from bot.handlers.session import Session, session_for_job
-from bot.orchestration.actions_backend import actions_story_runner
+from bot.orchestration.actions_backend import ActionsStoryRunner
 from bot.orchestration.engine import announce_outcome, execute
 from bot.orchestration.run import CONTINUABLE, Run
 from bot.plan.state import PlanState, PlanStatus, StoryStatus, transition
@@ -249,3 +250,15 @@ async def cancel_execution(services: Services, repo: str, issue: int) -> int:
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await asyncio.wait_for(asyncio.shield(running.task), timeout=60)
     return len(active)
+
+
+def actions_story_runner(session: Session, config: RepoConfig) -> ActionsStoryRunner:
+    """The `Run.story_runner` for `execution.backend: actions` (see `build_run`)."""
+    execution = config.execution
+    return ActionsStoryRunner(
+        port=session.port,
+        repo=session.repo,
+        workflow=execution.workflow,
+        ref=session.default_branch,
+        timeout_seconds=execution.runner_timeout_minutes * 60,
+    )

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from bot.errors import GitHubError, WorkspaceError
 from bot.github.models import CheckRun
@@ -25,10 +24,6 @@ from bot.orchestration.actions_contract import StoryReport, dispatch_inputs, gat
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import runnable, story_branch
 from bot.plan.state import StoryStatus
-
-if TYPE_CHECKING:
-    from bot.config.repo import RepoConfig
-    from bot.handlers.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -211,15 +206,3 @@ def _batch_of(run: Run, story_id: str) -> tuple[int, list[str]]:
         if story_id in ids:
             return number, ids
     raise KeyError(story_id)
-
-
-def actions_story_runner(session: Session, config: RepoConfig) -> ActionsStoryRunner:
-    """The `Run.story_runner` for `execution.backend: actions` (see `build_run`)."""
-    execution = config.execution
-    return ActionsStoryRunner(
-        port=session.port,
-        repo=session.repo,
-        workflow=execution.workflow,
-        ref=session.default_branch,
-        timeout_seconds=execution.runner_timeout_minutes * 60,
-    )

@@ -16,9 +16,9 @@ from bot.action.inputs import read_inputs
 from bot.action.runner import action_main
 from bot.action.services import action_services
 from bot.github.auth import token_port
-from bot.handlers.execution import build_run
+from bot.handlers.execution import actions_story_runner, build_run
 from bot.handlers.session import open_session
-from bot.orchestration.actions_backend import ActionsStoryRunner, actions_story_runner
+from bot.orchestration.actions_backend import ActionsStoryRunner
 from bot.orchestration.actions_contract import StoryReport, story_check_name
 from bot.orchestration.engine import execute
 from bot.orchestration.run import Run
