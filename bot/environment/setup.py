@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bot.environment.declared import GATE_TOOLS, requirement_files
+from bot.environment.pygates import python_gates
 from bot.environment.python import python_setup
 from bot.environment.repoview import RepoView
-from bot.gates.detect import python_gates
 
 ENV_DIRS = (".venv/", "node_modules/")
 """Directories setup creates in a worktree: never committed (the mirror's info/exclude)."""
