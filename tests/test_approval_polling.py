@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.db.queue import utcnow
+from bot.clock import utcnow
 from bot.handlers.approval import poll_interval, queue_polls
 from bot.plan.state import PlanStatus
 from bot.plan.state_block import decode_state

@@ -198,7 +198,7 @@ async def test_reaction_approval_with_304_and_read_only_thumbs(h: Harness) -> No
     h.fake.add_reaction(REPO, comment.id, "maint", "+1")
     from datetime import timedelta
 
-    from bot.db.queue import utcnow
+    from bot.clock import utcnow
 
     h.services.clock = lambda: utcnow() + timedelta(minutes=1)
     assert await queue_polls(h.services) == 1

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.clock import utcnow
 from bot.db.engine import Database
-from bot.db.queue import JobQueue, backoff_seconds, utcnow
+from bot.db.queue import JobQueue, backoff_seconds
 from bot.runtime.routing import Router
 from bot.runtime.services import Services
 from bot.runtime.settings import Settings

@@ -18,8 +18,9 @@ import httpx
 
 from bot.action.inputs import ActionInputs
 from bot.app.wiring import default_job_kinds, make_llm_factory
+from bot.clock import utcnow
 from bot.config.repo import CONFIG_PATH
-from bot.db.queue import ClaimedJob, utcnow
+from bot.db.queue import ClaimedJob
 from bot.errors import JobError, RepoConfigError
 from bot.github.auth import token_port
 from bot.github.port import GitHubPort

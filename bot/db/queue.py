@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,18 +21,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from bot.clock import Clock, utcnow
 from bot.db.engine import Database
 from bot.db.models import Job
 from bot.procinfo import dead_holder
 
 log = logging.getLogger(__name__)
-
-Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    """The current time in UTC."""
-    return datetime.now(UTC)
 
 
 def _aware(value: datetime | None) -> datetime | None:

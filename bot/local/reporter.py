@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from bot.db.queue import utcnow
+from bot.clock import utcnow
 from bot.gates.annotations import Annotation
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult

@@ -25,8 +25,8 @@ from typing import Any
 from rich.console import Console
 
 from bot.agent.registry import AgentRegistry
+from bot.clock import utcnow
 from bot.config.repo import CONFIG_PATH, RepoConfig, load_repo_config
-from bot.db.queue import utcnow
 from bot.errors import AgentError, PlanValidationError, RepoConfigError, StateError, WorkspaceError
 from bot.local import publisher as repo_git
 from bot.local.planning import plan_description

@@ -13,8 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.clock import utcnow
 from bot.config.repo import RepoConfig
-from bot.db.queue import utcnow
 from bot.errors import StalePlan, StateError
 from bot.orchestration.scheduler import batch_branch
 from bot.plan.state import PlanState, PlanStatus, totals, update_story

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from bot.clock import utcnow
 from bot.config.cache import RepoCache
-from bot.db.queue import utcnow
 from bot.errors import GitHubError, UnknownIdentity
 from bot.store.permissions import PermissionCache
 from bot.store.plans import PlanStore

@@ -21,9 +21,10 @@ import orjson
 from githubkit.webhooks import verify
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bot.clock import utcnow
 from bot.db.engine import Database
 from bot.db.intake import DeliveryRecord, DeliveryWriter
-from bot.db.queue import job_row, utcnow
+from bot.db.queue import job_row
 from bot.log import log_context
 from bot.metrics import Metrics
 from bot.runtime.routing import DeliveryKeys, Router

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 
-from bot.db.queue import ClaimedJob, JobQueue, utcnow
+from bot.clock import utcnow
+from bot.db.queue import ClaimedJob, JobQueue
 from bot.errors import PlanCascadeError
 from bot.log import log_context
 from bot.procinfo import process_identity

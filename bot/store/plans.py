@@ -22,9 +22,9 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from bot.clock import utcnow
 from bot.db.engine import Database
 from bot.db.models import PlanRecord
-from bot.db.queue import utcnow
 from bot.errors import GitHubError, StalePlan, UnknownIdentity
 from bot.github.models import Comment
 from bot.github.port import GitHubPort
