@@ -90,7 +90,7 @@ async def main(spec: str) -> int:
         remote = make_remote(tmp, files)
         egress = registry_egress()  # the README's default list, plus this machine's inward addresses
         state = approved_state(PRD).model_copy(update={"setup": commands, "setup_source": "detected"})
-        from bot.config.repo import load_repo_config
+        from bot.config.load import load_repo_config
 
         run = make_run(
             tmp,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.registry import AgentRegistry
-from bot.config.repo import load_repo_config
+from bot.config.load import load_repo_config
 from bot.plan import parse_prd
 from bot.plan.state import PlanState, add_approval, new_plan
 from bot.testing.recording import RecordingReporter

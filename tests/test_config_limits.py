@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config.repo import load_repo_config
+from bot.config.load import load_repo_config
 from bot.errors import RepoConfigError
 from tests.harness import REPO, Harness, labeled
 

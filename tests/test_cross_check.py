@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from bot.app.wiring import make_llm_factory
-from bot.config.repo import load_repo_config, split_model_ref
+from bot.config.load import load_repo_config
+from bot.config.repo import split_model_ref
 from bot.errors import RepoConfigError
 from bot.llm import ScriptedLLM
 from bot.llm.base import Completion, Usage

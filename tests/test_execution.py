@@ -277,7 +277,7 @@ async def test_cost_limit_pauses_the_plan(tmp_path: Path) -> None:
         agent_script(tmp_path, "unused.sh", "true\n"),
         "execution:\n  max_parallel: 1\nlimits:\n  max_cost_usd: 2.0\n",
     ).model_copy()
-    from bot.config.repo import load_repo_config
+    from bot.config.load import load_repo_config
 
     config = load_repo_config(
         "agent:\n  default: builtin\n  sandbox: none\ngates:\n  detect: false\n  strict: true\n"

@@ -14,15 +14,8 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from bot.config.repo import (
-    STORY_TYPES,
-    RepoConfig,
-    deep_merge,
-    format_config_problems_markdown,
-    is_denied,
-    load_repo_config,
-    repo_config_json_schema,
-)
+from bot.config.load import deep_merge, load_repo_config, repo_config_json_schema
+from bot.config.repo import STORY_TYPES, RepoConfig, format_config_problems_markdown, is_denied
 from bot.errors import RepoConfigError
 from bot.plan.model import StoryType
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config.repo import load_repo_config
+from bot.config.load import load_repo_config
 from bot.environment.setup import detect_setup
 from bot.errors import RepoConfigError
 from bot.plan.state import PlanStatus, StoryStatus

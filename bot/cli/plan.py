@@ -108,7 +108,8 @@ def _schema(args: argparse.Namespace) -> int:
 
 @command("config")
 def _config(args: argparse.Namespace) -> int:
-    from bot.config.repo import CONFIG_PATH, load_repo_config, repo_config_json_schema
+    from bot.config.load import load_repo_config, repo_config_json_schema
+    from bot.config.repo import CONFIG_PATH
 
     if args.config_command == "schema":
         print(json.dumps(repo_config_json_schema(), indent=2))

@@ -1,7 +1,7 @@
 """The repository configuration, `.github/plan-cascade.yml`, the Probot way (STYLE.md §8).
 
 The GitHub layer reads the file from the default branch and hands its text to
-:func:`load_repo_config`, which parses the YAML, deep-merges it over the typed defaults
+:func:`~bot.config.load.load_repo_config`, which parses the YAML, deep-merges it over the typed defaults
 (nested mappings merge; lists and scalars replace) and validates it. Every invalid key becomes
 one problem line in a :class:`~bot.errors.RepoConfigError`; :func:`format_config_problems_markdown`
 renders them for an issue comment. Key names are a public contract: see docs/configuration.md.
@@ -9,24 +9,18 @@ renders them for an issue comment. Key names are a public contract: see docs/con
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.config.errors import (
     COMMAND_PLACEHOLDERS,
     CONFIG_PATH,
     Expect,
-    config_error,
     did_you_mean,
     format_config_problems_markdown,
     format_key,
-    kind_of,
-    parse_config_yaml,
-    problem,
     problems_error,
-    problems_from_validation_error,
     template_problems,
 )
 from bot.config.globs import is_denied
@@ -37,8 +31,6 @@ __all__ = [
     "RepoConfig",
     "format_config_problems_markdown",
     "is_denied",
-    "load_repo_config",
-    "repo_config_json_schema",
 ]
 
 StoryType = Literal["feature", "bugfix", "refactor", "test", "docs", "infra"]
@@ -381,44 +373,3 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
             fix = f'did you mean "{guess}"? Valid agents: {valid}' if guess else f"valid agents are {valid}"
             problems.append(f'{format_key(loc)}: unknown agent "{name}" — {fix}')
     return problems
-
-
-def load_repo_config(text: str | None) -> RepoConfig:
-    """Parse and validate the file's text; None or blank text gives the defaults.
-
-    Raises :class:`~bot.errors.RepoConfigError` listing every problem found.
-    """
-    if text is None or not text.strip():
-        return RepoConfig()
-    data = parse_config_yaml(text)
-    if data is None:  # only comments
-        return RepoConfig()
-    if not isinstance(data, dict):
-        raise config_error([problem((), f"must be a mapping of keys to values, got {kind_of(data)}")])
-    merged = deep_merge(RepoConfig().model_dump(), data)
-    try:
-        return RepoConfig.model_validate(merged)
-    except ValidationError as exc:
-        raise config_error(problems_from_validation_error(exc, RepoConfig)) from exc
-
-
-def deep_merge(base: Mapping[Any, Any], override: Mapping[Any, Any]) -> dict[Any, Any]:
-    """`override` over `base`: mappings merge key by key, anything else replaces.
-
-    An empty section (``llm:`` with everything under it commented out) keeps its defaults.
-    """
-    merged = dict(base)
-    for key, value in override.items():
-        current = merged.get(key)
-        if isinstance(current, dict) and isinstance(value, dict):
-            merged[key] = deep_merge(current, value)
-        elif not (isinstance(current, dict) and value is None):
-            merged[key] = value
-    return merged
-
-
-def repo_config_json_schema() -> dict[str, Any]:
-    """The published JSON Schema of `.github/plan-cascade.yml`."""
-    schema = RepoConfig.model_json_schema()
-    schema["title"] = f"Plan Cascade repository configuration ({CONFIG_PATH})"
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}

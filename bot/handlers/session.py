@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bot.config.repo import CONFIG_PATH, RepoConfig, format_config_problems_markdown, load_repo_config
+from bot.config.load import load_repo_config
+from bot.config.repo import CONFIG_PATH, RepoConfig, format_config_problems_markdown
 from bot.environment.setup import READ_FILES
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue

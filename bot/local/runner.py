@@ -26,7 +26,8 @@ from rich.console import Console
 
 from bot.agent.registry import AgentRegistry
 from bot.clock import utcnow
-from bot.config.repo import CONFIG_PATH, RepoConfig, load_repo_config
+from bot.config.load import load_repo_config
+from bot.config.repo import CONFIG_PATH, RepoConfig
 from bot.errors import AgentError, PlanValidationError, RepoConfigError, StateError, WorkspaceError
 from bot.local import publisher as repo_git
 from bot.local.planning import plan_description

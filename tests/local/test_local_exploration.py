@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bot.config.repo import load_repo_config
+from bot.config.load import load_repo_config
 from bot.llm import Completion, ScriptedLLM, Usage, tool_reply
 from bot.local.planning import plan_description
 from bot.local.runner import LocalContext
