@@ -10,7 +10,8 @@ from typing import Any
 from bot.agent.registry import AgentRegistry
 from bot.config.load import load_repo_config
 from bot.plan import parse_prd
-from bot.plan.state import PlanState, add_approval, new_plan
+from bot.plan.approval import add_approval
+from bot.plan.state import PlanState, new_plan
 from bot.testing.recording import RecordingReporter
 from bot.workspace.mirror import Mirror
 

@@ -199,7 +199,8 @@ async def test_a_reflection_that_only_retries_needs_a_fresh_approval(tmp_path: P
     import json
 
     from bot.llm import ScriptedLLM
-    from bot.plan.state import Approval, add_approval
+    from bot.plan.approval import add_approval
+    from bot.plan.state import Approval
 
     script = agent_script(tmp_path, "nope.sh", 'id=$(echo "$1" | tr A-Z a-z)\necho nope > "$2/$id.txt"\n')
     reflection = {

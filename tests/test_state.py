@@ -8,14 +8,13 @@ import pytest
 
 from bot.errors import StateError
 from bot.plan import parse_prd
+from bot.plan.approval import add_approval, scope_for
 from bot.plan.state import (
     Approval,
     PlanStatus,
     StoryStatus,
-    add_approval,
     new_plan,
     revise,
-    scope_for,
     skip_dependents,
     transition,
     update_story,

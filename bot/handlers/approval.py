@@ -19,7 +19,8 @@ from bot.errors import StateError
 from bot.github.models import ReactionsPage
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session
-from bot.plan.state import Approval, PlanState, PlanStatus, add_approval, scope_for, written_for_revision
+from bot.plan.approval import add_approval, scope_for, written_for_revision
+from bot.plan.state import Approval, PlanState, PlanStatus
 from bot.rendering import messages
 from bot.runtime.commands import Command
 from bot.runtime.services import Services

@@ -38,16 +38,8 @@ from bot.local.store import LocalRun, RunStore, run_id_for, slugify
 from bot.orchestration.engine import execute
 from bot.orchestration.run import Run
 from bot.plan import PRD, parse_prd, vague_criteria
-from bot.plan.state import (
-    Approval,
-    PlanState,
-    PlanStatus,
-    StoryState,
-    StoryStatus,
-    add_approval,
-    new_plan,
-    scope_for,
-)
+from bot.plan.approval import add_approval, scope_for
+from bot.plan.state import Approval, PlanState, PlanStatus, StoryState, StoryStatus, new_plan
 from bot.workspace.mirror import Mirror
 from bot.workspace.reaper import ProcessRegistry
 from bot.workspace.sandbox import Sandbox

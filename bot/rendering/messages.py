@@ -62,7 +62,7 @@ def state_refusal(command: str, reason: str) -> str:
 
 
 def approval_recorded(state: PlanState, user: str, *, outcome: str) -> str:
-    """The reply to an approval; `state` and `outcome` are what `bot.plan.state.add_approval` returned."""
+    """The reply to an approval; `state` and `outcome` are what `bot.plan.approval.add_approval` returned."""
     partial = bool(state.approved_scope) and len(state.approved_scope) < len(state.prd.stories)
     return _render(
         "approval_recorded",

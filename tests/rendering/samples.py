@@ -8,16 +8,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.plan import PRD, Level, Priority, Story, StoryType, Strategy
+from bot.plan.approval import add_approval, scope_for
 from bot.plan.state import (
     Approval,
     BatchState,
     PlanState,
     PlanStatus,
     StoryStatus,
-    add_approval,
     new_plan,
     revise,
-    scope_for,
     transition,
     update_story,
 )

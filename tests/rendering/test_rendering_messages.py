@@ -5,16 +5,8 @@ from collections.abc import Callable
 
 import pytest
 
-from bot.plan.state import (
-    Approval,
-    PlanStatus,
-    StoryStatus,
-    add_approval,
-    new_plan,
-    scope_for,
-    transition,
-    update_story,
-)
+from bot.plan.approval import add_approval, scope_for
+from bot.plan.state import Approval, PlanStatus, StoryStatus, new_plan, transition, update_story
 from bot.rendering import messages
 from tests.rendering.samples import (
     T0,
