@@ -126,7 +126,8 @@ def memory() -> tuple[float, float]:
     import httpx
 
     from bot.testing.deliveries import encode, load_fixture, signed_headers
-    from bot.testing.fake_github import FakeGitHub, serve
+    from bot.testing.fake_github import FakeGitHub
+    from bot.testing.fake_github_serve import serve
     from bot.testing.server_process import running_server
     from tests.support import rsa_private_key_pem
 

@@ -13,18 +13,14 @@ import hashlib
 import itertools
 import json
 import re
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import httpx
 import jwt
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -36,7 +32,13 @@ from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
 from bot.testing.fake_github_faults import Faults
 from bot.testing.fake_github_hooks import FakeHooks
-from bot.testing.fake_github_model import LEGACY_PERMISSION, HttpError, error_body
+from bot.testing.fake_github_model import (
+    LEGACY_PERMISSION,
+    HttpError,
+    RecordedRequest,
+    UnexpectedRequest,
+    error_body,
+)
 from bot.testing.fake_github_pulls import pull_routes
 from bot.testing.fake_github_reviews import review_routes
 from bot.testing.fake_github_routes import route_table
@@ -44,27 +46,6 @@ from bot.testing.fake_github_runs import runs_routes
 
 Handler = Callable[[Request, Any], Response]
 T = TypeVar("T")
-
-
-class UnexpectedRequest(AssertionError):
-    """A strict FakeGitHub received a request it does not serve."""
-
-
-@dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    json: Any
-    at: float
-    """When it arrived, on the fake's `clock`."""
-    status: int = 0
-    """What the fake answered (304s cost no rate limit on GitHub)."""
-    done: float = 0.0
-    """When it was answered, on the fake's `clock` (after `latency`)."""
-    fault: str = ""
-    """How an injected fault answered it (`before`, `after`, `secondary`, `primary`), if one did."""
 
 
 @dataclass
@@ -413,32 +394,3 @@ def _conditional(request: Request, response: Response) -> Response:
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"etag": etag})
     return response
-
-
-@contextmanager
-def serve(fake: FakeGitHub, *, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve `fake` over real HTTP on a free port of `host` (a thread); yield its API base URL.
-
-    The fake's payload URLs are pointed at the live address for the duration.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((host, 0))
-    port = sock.getsockname()[1]
-    prefix = httpx.URL(fake.urls.api).path.rstrip("/")
-    saved = (fake.urls.api, fake.urls.html)
-    fake.urls.api, fake.urls.html = f"http://{host}:{port}{prefix}", f"http://{host}:{port}"
-    server = uvicorn.Server(uvicorn.Config(fake.app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("FakeGitHub server did not start")
-            time.sleep(0.01)
-        yield fake.urls.api
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-        fake.urls.api, fake.urls.html = saved

@@ -15,7 +15,6 @@ from bot.testing.fake_github_model import (
     FakePull,
     FakeReaction,
     FakeRepo,
-    FakeReviewComment,
     Urls,
     now_iso,
     sha_of,
@@ -350,39 +349,6 @@ def pull_json(
         "additions": 1,
         "deletions": 0,
         "changed_files": 1,
-    }
-
-
-def review_comment_json(
-    urls: Urls, repo: FakeRepo, comment: FakeReviewComment, user: dict[str, Any]
-) -> dict[str, Any]:
-    api = f"{urls.api}/repos/{repo.full_name}/pulls"
-    html = f"{urls.html}/{repo.full_name}/pull/{comment.pull_number}#discussion_r{comment.id}"
-    return {
-        "url": f"{api}/comments/{comment.id}",
-        "pull_request_review_id": comment.review_id,
-        "id": comment.id,
-        "node_id": f"PRRC_{comment.id}",
-        "diff_hunk": "@@ -1 +1 @@",
-        "path": comment.path,
-        "position": comment.line,
-        "original_position": comment.line or 1,
-        "commit_id": "0" * 40,
-        "original_commit_id": "0" * 40,
-        "user": user,
-        "body": comment.body,
-        "created_at": comment.created_at,
-        "updated_at": comment.created_at,
-        "html_url": html,
-        "pull_request_url": f"{api}/{comment.pull_number}",
-        "author_association": "NONE",
-        "_links": {
-            "self": {"href": f"{api}/comments/{comment.id}"},
-            "html": {"href": html},
-            "pull_request": {"href": f"{api}/{comment.pull_number}"},
-        },
-        "line": comment.line,
-        "side": "RIGHT",
     }
 
 

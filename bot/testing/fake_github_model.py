@@ -251,3 +251,24 @@ def found(records: Mapping[int, T], key: int) -> T:
     if record is None:
         raise HttpError(404, "Not Found")
     return record
+
+
+class UnexpectedRequest(AssertionError):
+    """A strict FakeGitHub received a request it does not serve."""
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    json: Any
+    at: float
+    """When it arrived, on the fake's `clock`."""
+    status: int = 0
+    """What the fake answered (304s cost no rate limit on GitHub)."""
+    done: float = 0.0
+    """When it was answered, on the fake's `clock` (after `latency`)."""
+    fault: str = ""
+    """How an injected fault answered it (`before`, `after`, `secondary`, `primary`), if one did."""

@@ -11,7 +11,17 @@ from starlette.responses import JSONResponse, Response
 
 from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
-from bot.testing.fake_github_model import FakePull, FakeRepo, HttpError, found, invalid, now_iso, require_text
+from bot.testing.fake_github_model import (
+    FakePull,
+    FakeRepo,
+    FakeReviewComment,
+    HttpError,
+    Urls,
+    found,
+    invalid,
+    now_iso,
+    require_text,
+)
 
 if TYPE_CHECKING:
     from bot.testing.fake_github import FakeGitHub
@@ -153,7 +163,7 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
         chosen = [
             c for c in repo.review_comments if c.pull_number == found.number and c.review_id == review_id
         ]
-        return fake._page(request, [j.review_comment_json(urls, repo, c, fake._user(c.user)) for c in chosen])
+        return fake._page(request, [review_comment_json(urls, repo, c, fake._user(c.user)) for c in chosen])
 
     def commit_json(repo: FakeRepo, commit: g.GitCommit) -> dict[str, Any]:
         def person(email: str) -> dict[str, Any] | None:
@@ -201,3 +211,36 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
         (f"{REPO}/pulls/{{number:int}}/commits", ["GET"], pull_commits),
         (f"{REPO}/pulls/{{number:int}}/reviews/{{review_id:int}}/comments", ["GET"], review_comments),
     ]
+
+
+def review_comment_json(
+    urls: Urls, repo: FakeRepo, comment: FakeReviewComment, user: dict[str, Any]
+) -> dict[str, Any]:
+    api = f"{urls.api}/repos/{repo.full_name}/pulls"
+    html = f"{urls.html}/{repo.full_name}/pull/{comment.pull_number}#discussion_r{comment.id}"
+    return {
+        "url": f"{api}/comments/{comment.id}",
+        "pull_request_review_id": comment.review_id,
+        "id": comment.id,
+        "node_id": f"PRRC_{comment.id}",
+        "diff_hunk": "@@ -1 +1 @@",
+        "path": comment.path,
+        "position": comment.line,
+        "original_position": comment.line or 1,
+        "commit_id": "0" * 40,
+        "original_commit_id": "0" * 40,
+        "user": user,
+        "body": comment.body,
+        "created_at": comment.created_at,
+        "updated_at": comment.created_at,
+        "html_url": html,
+        "pull_request_url": f"{api}/{comment.pull_number}",
+        "author_association": "NONE",
+        "_links": {
+            "self": {"href": f"{api}/comments/{comment.id}"},
+            "html": {"href": html},
+            "pull_request": {"href": f"{api}/{comment.pull_number}"},
+        },
+        "line": comment.line,
+        "side": "RIGHT",
+    }

@@ -11,7 +11,7 @@ from bot.action.runner import run_action
 from bot.cli import main
 from bot.plan.state import PlanStatus, StoryStatus
 from bot.plan.state_block import decode_state
-from bot.testing.fake_github import serve
+from bot.testing.fake_github_serve import serve
 from tests.action.action_support import (
     TOKEN,
     ActionWorld,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from bot.plan.state import PlanStatus
-from bot.testing.fake_github import FakeGitHub, serve
+from bot.testing.fake_github import FakeGitHub
 from bot.testing.fake_github_model import now_iso
+from bot.testing.fake_github_serve import serve
 from bot.testing.server_process import running_server
 from tests.e2e.world import INSTALLATION, REPO, World, payload
 from tests.execution_support import agent_script, git, make_remote

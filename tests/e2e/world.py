@@ -14,7 +14,8 @@ import httpx
 
 from bot.plan.state_block import decode_state
 from bot.testing.deliveries import encode, load_fixture, signed_headers
-from bot.testing.fake_github import FakeGitHub, serve
+from bot.testing.fake_github import FakeGitHub
+from bot.testing.fake_github_serve import serve
 from bot.testing.server_process import free_port, running_server
 from tests.execution_support import agent_script, make_remote
 from tests.support import WEBHOOK_SECRET, rsa_private_key_pem

@@ -12,7 +12,8 @@ from githubkit.cache import MemCacheStrategy
 from githubkit_schemas.latest.models import Integration
 
 from bot.github import token_port
-from bot.testing.fake_github import FakeGitHub, UnexpectedRequest, serve
+from bot.testing.fake_github import FakeGitHub, UnexpectedRequest
+from bot.testing.fake_github_serve import serve
 
 REPO = "octo/widgets"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bot.github.auth import token_port
 from bot.github.transport import SharedTransport
-from bot.testing.fake_github import FakeGitHub, serve
+from bot.testing.fake_github import FakeGitHub
+from bot.testing.fake_github_serve import serve
 
 
 async def test_requests_reuse_the_shared_transport_after_each_client_closes_it() -> None:
