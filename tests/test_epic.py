@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.handlers.epic import feature_order, parse_child_marker
 from bot.llm import Completion, Usage
+from bot.llm.scripted import ScriptedLLM
 from bot.plan.state import PlanStatus
 from bot.plan.state_block import decode_state
 from bot.planning.epic import Epic
@@ -23,60 +24,50 @@ def story(sid: str, title: str, deps: list[str] | None = None) -> dict[str, Any]
     }
 
 
-class SchemaLLM:
+def schema_answer(call: dict[str, Any]) -> Completion:
     """Answers by the schema asked for: an epic PRD for the parent, a small PRD for each child."""
+    schema_name = call["schema_name"]
+    text = "\n".join(m.content for m in call["messages"])
+    if schema_name == "epic":
+        answer: dict[str, Any] = {
+            "features": [
+                {"id": "FEAT-002", "title": "Billing API", "depends_on": ["FEAT-001"]},
+                {"id": "FEAT-001", "title": "Billing data model"},
+            ]
+        }
+    elif schema_name == "quality_review":
+        answer = {"verdict": "good", "fixes": [], "warnings": []}
+    elif "Billing platform" in text and "Part of #" not in text:
+        answer = {
+            "version": 1,
+            "title": "Billing platform",
+            "summary": "Everything billing.",
+            "strategy": "mega",
+            "complexity": "high",
+            "risk": "high",
+            "stories": [story("STORY-001", "Data model"), story("STORY-002", "API", ["STORY-001"])],
+        }
+    else:
+        answer = {
+            "version": 1,
+            "title": "A feature",
+            "summary": "One feature.",
+            "strategy": "hybrid",
+            "stories": [story("STORY-001", "Do it")],
+        }
+    return Completion(
+        text=json.dumps(answer),
+        tool_calls=[],
+        usage=Usage(input_tokens=10, output_tokens=10),
+        cost_usd=0.0,
+        model="fake",
+        stop_reason="end_turn",
+    )
 
-    model, provider = "fake", "fake"
 
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    async def complete(
-        self,
-        *,
-        system: str,
-        messages: list,
-        json_schema: dict | None = None,
-        schema_name: str = "result",
-        **_: Any,
-    ) -> Completion:
-        self.calls.append(schema_name)
-        text = "\n".join(m.content for m in messages)
-        if schema_name == "epic":
-            answer: dict[str, Any] = {
-                "features": [
-                    {"id": "FEAT-002", "title": "Billing API", "depends_on": ["FEAT-001"]},
-                    {"id": "FEAT-001", "title": "Billing data model"},
-                ]
-            }
-        elif schema_name == "quality_review":
-            answer = {"verdict": "good", "fixes": [], "warnings": []}
-        elif "Billing platform" in text and "Part of #" not in text:
-            answer = {
-                "version": 1,
-                "title": "Billing platform",
-                "summary": "Everything billing.",
-                "strategy": "mega",
-                "complexity": "high",
-                "risk": "high",
-                "stories": [story("STORY-001", "Data model"), story("STORY-002", "API", ["STORY-001"])],
-            }
-        else:
-            answer = {
-                "version": 1,
-                "title": "A feature",
-                "summary": "One feature.",
-                "strategy": "hybrid",
-                "stories": [story("STORY-001", "Do it")],
-            }
-        return Completion(
-            text=json.dumps(answer),
-            tool_calls=[],
-            usage=Usage(input_tokens=10, output_tokens=10),
-            cost_usd=0.0,
-            model="fake",
-            stop_reason="end_turn",
-        )
+def schema_llm() -> ScriptedLLM:
+    """A model that answers every planning call by its schema (see `schema_answer`)."""
+    return ScriptedLLM(respond=schema_answer, model="fake", provider="fake")
 
 
 def test_the_roll_up_neutralises_what_a_model_wrote() -> None:
@@ -101,7 +92,7 @@ def test_feature_order_puts_dependencies_first() -> None:
 
 async def test_an_epic_becomes_child_issues_planned_and_run_in_order(tmp_path: Path) -> None:
     async with Harness(tmp_path) as h:
-        llm = SchemaLLM()
+        llm = schema_llm()
         h.services.llm_for = lambda config, model: llm
         h.fake.add_issue(
             REPO, title="Billing platform", body="A whole billing platform: data model, then API."
@@ -163,17 +154,8 @@ async def test_a_child_runs_on_its_dependencies_merged_code_and_the_epic_keeps_a
     from tests.execution_support import agent_script, make_remote
     from tests.harness import INSTALLATION
 
-    class Recording(SchemaLLM):
-        def __init__(self) -> None:
-            super().__init__()
-            self.prompts: list[str] = []
-
-        async def complete(self, *, messages: list, **kwargs: Any) -> Completion:
-            self.prompts.append("\n".join(m.content for m in messages))
-            return await super().complete(messages=messages, **kwargs)
-
     async with Harness(tmp_path, execute=True) as h:
-        llm = Recording()
+        llm = schema_llm()
         h.services.llm_for = lambda config, model: llm
         h.fake.repo(REPO).clone_url = f"file://{make_remote(tmp_path)}"
         h.fake.set_permission(REPO, "maint", "maintain")
@@ -190,7 +172,7 @@ async def test_a_child_runs_on_its_dependencies_merged_code_and_the_epic_keeps_a
         await h.deliver("issues", labeled(number=1, sender="maint"))
         await h.drain()
         # Each child was planned with the epic's context.
-        child_prompts = [p for p in llm.prompts if "Part of #1" in p]
+        child_prompts = [p for p in llm.prompts() if "Part of #1" in p]
         assert child_prompts and all(
             "one feature of the epic #1 (Billing platform): Everything billing." in p for p in child_prompts
         )

@@ -352,39 +352,36 @@ async def test_llm_planning_sees_the_tree_and_only_trusted_comments(h: Harness) 
     import json
 
     from bot.llm import Completion, Usage
+    from bot.llm.scripted import ScriptedLLM
 
-    prompts: list[str] = []
+    def reply(call: dict) -> Completion:
+        schema_name = call["schema_name"]
+        if schema_name == "quality_review":
+            answer: dict = {"verdict": "good", "fixes": [], "warnings": []}
+        else:
+            answer = {
+                "version": 1,
+                "title": "Limits",
+                "summary": "Add limits.",
+                "stories": [
+                    {
+                        "id": "STORY-001",
+                        "title": "Limiter",
+                        "acceptance_criteria": ["allow() returns False after 10 calls within 1 s"],
+                    }
+                ],
+            }
+        return Completion(
+            text=json.dumps(answer),
+            tool_calls=[],
+            usage=Usage(input_tokens=5, output_tokens=5),
+            cost_usd=0.01,
+            model="fake",
+            stop_reason="end_turn",
+        )
 
-    class RecordingLLM:
-        model, provider = "fake", "fake"
-
-        async def complete(self, *, system: str, messages: list, schema_name: str = "result", **_: object):
-            prompts.append("\n".join(m.content for m in messages))
-            if schema_name == "quality_review":
-                answer: dict = {"verdict": "good", "fixes": [], "warnings": []}
-            else:
-                answer = {
-                    "version": 1,
-                    "title": "Limits",
-                    "summary": "Add limits.",
-                    "stories": [
-                        {
-                            "id": "STORY-001",
-                            "title": "Limiter",
-                            "acceptance_criteria": ["allow() returns False after 10 calls within 1 s"],
-                        }
-                    ],
-                }
-            return Completion(
-                text=json.dumps(answer),
-                tool_calls=[],
-                usage=Usage(input_tokens=5, output_tokens=5),
-                cost_usd=0.01,
-                model="fake",
-                stop_reason="end_turn",
-            )
-
-    h.services.llm_for = lambda config, model: RecordingLLM()
+    llm = ScriptedLLM(respond=reply, model="fake", provider="fake")
+    h.services.llm_for = lambda config, model: llm
     number = h.fake.add_issue(REPO, title="Add limits", body="Please add rate limits.").number
     h.fake.set_file(REPO, "src/app/limits.py", "LIMIT = 10\n")
     h.fake.add_comment(REPO, number, body="please keep it to one story", user="maint")
@@ -393,7 +390,7 @@ async def test_llm_planning_sees_the_tree_and_only_trusted_comments(h: Harness) 
     await h.drain()
     _, state = await plan_state(h, number)
     assert state.source == "llm" and state.planning_cost_usd > 0
-    planner_prompt = prompts[0]
+    planner_prompt = llm.prompts()[0]
     assert "src/app/limits.py" in planner_prompt
     assert "keep it to one story" in planner_prompt
-    assert "IGNORE ALL PREVIOUS INSTRUCTIONS" not in "\n".join(prompts)
+    assert "IGNORE ALL PREVIOUS INSTRUCTIONS" not in "\n".join(llm.prompts())

@@ -30,16 +30,28 @@ class ScriptedLLM:
 
     A `str` reply becomes a text completion whose usage is estimated from the
     lengths of the prompt and the reply; a callable gets the messages and returns
-    the completion. Raises `LLMError` when the script runs out.
+    the completion. Raises `LLMError` when the script runs out. With `respond`, every
+    call is answered by `respond(call)` instead (the recorded call: `system`, `messages`,
+    `schema_name`, …), however many come: a model that answers by what it is asked.
     """
 
     def __init__(
-        self, replies: Sequence[Reply], *, model: str = "scripted", provider: str = "scripted"
+        self,
+        replies: Sequence[Reply] = (),
+        *,
+        respond: Callable[[dict[str, Any]], Completion | str] | None = None,
+        model: str = "scripted",
+        provider: str = "scripted",
     ) -> None:
         self.model = model
         self.provider = provider
         self.replies: list[Reply] = list(replies)
+        self.respond = respond
         self.calls: list[dict[str, Any]] = []
+
+    def prompts(self) -> list[str]:
+        """The messages of every call so far, one string a call."""
+        return ["\n".join(m.content for m in call["messages"]) for call in self.calls]
 
     @property
     def remaining(self) -> int:
@@ -73,11 +85,14 @@ class ScriptedLLM:
                 "cache_conversation": cache_conversation,
             }
         )
-        if index >= len(self.replies):
+        if self.respond is not None:
+            reply: Reply = self.respond(self.calls[-1])
+        elif index >= len(self.replies):
             raise LLMError(
                 f"ScriptedLLM has no reply left for call {index + 1} ({len(self.replies)} scripted)"
             )
-        reply = self.replies[index]
+        else:
+            reply = self.replies[index]
         if isinstance(reply, Completion):
             return reply
         if isinstance(reply, str):
