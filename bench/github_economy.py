@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.db.queue import utcnow  # noqa: E402
+from bot.clock import utcnow  # noqa: E402
 from bot.handlers.approval import queue_polls  # noqa: E402
 from bot.plan.state import PlanStatus  # noqa: E402
 from bot.plan.state_block import decode_state  # noqa: E402

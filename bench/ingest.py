@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.testing.deliveries import encode, load_fixture, signed_headers  # noqa: E402
-from bot.testing.fake_github import FakeGitHub, serve  # noqa: E402
+from bot.testing.fake_github import FakeGitHub  # noqa: E402
+from bot.testing.fake_github_serve import serve  # noqa: E402
 from bot.testing.server_process import free_port, running_server  # noqa: E402
 from tests.support import rsa_private_key_pem  # noqa: E402
 

@@ -26,9 +26,9 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from bot.clock import utcnow
 from bot.config.cache import RepoCache
 from bot.db.engine import Database
-from bot.db.queue import utcnow
 from bot.github.pause import GateRegistry
 from bot.log import register_secret
 from bot.metrics import Metrics
