@@ -21,7 +21,7 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"cli"}, "the command line: every front door's commands, one entry point"),
     ({"action", "local", "testing"}, "front doors that reuse the App's handlers or the engine; the fakes"),
     ({"app"}, "the App: the ASGI server and the wiring that combines the handlers"),
-    ({"handlers"}, "what happens for each event and job: the only place that drives the rest"),
+    ({"handlers", "status"}, "what happens for each event and job; the status page's read-only views"),
     ({"runtime", "publishing"}, "what handlers plug into (routing, jobs, Services) and hand the engine"),
     ({"orchestration"}, "the engine: batches, stories, the batch phase, the backends"),
     ({"gates", "planning"}, "what a story is checked with, and how a plan is written"),
