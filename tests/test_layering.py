@@ -49,6 +49,16 @@ LAZY: dict[tuple[str, str], str] = {
 
 MAX_LINES = 400
 
+ROOT_MODULES: dict[str, str] = {
+    "errors": "the one exception tree",
+    "log": "structured logging, tagged with the delivery and the plan",
+    "redaction": "one redaction for every exit",
+    "metrics": "the Prometheus registry every layer counts in",
+    "clock": "the time",
+    "procinfo": "who a process is (the queue's leases and the reaper both ask)",
+}
+"""The only modules in bot's root besides `__init__`: used by every layer, in none."""
+
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(BOT.parent).with_suffix("").parts
@@ -158,6 +168,11 @@ def test_every_folder_has_a_layer() -> None:
 def test_imports_go_down_the_layers() -> None:
     problems = layer_violations()
     assert not problems, "imports against the layers:\n" + "\n".join(problems)
+
+
+def test_the_root_holds_only_modules_of_no_layer() -> None:
+    stray = sorted({p.stem for p in BOT.glob("*.py")} - {"__init__", *ROOT_MODULES})
+    assert not stray, f"put these in the folder of their layer: {stray}"
 
 
 def test_no_relative_imports() -> None:
