@@ -167,3 +167,20 @@ async def test_a_story_gets_a_copy_of_the_bases_environment_with_the_files_setup
             [copied] = runs[f"plan-cascade / {story} / setup"]
             assert "was copied from the one setup made on the unchanged base" in copied.output["text"]
             assert [r.conclusion for r in runs[f"plan-cascade / {story} / built"]] == ["success"]
+
+
+def test_no_base_check_when_nothing_would_run_there(tmp_path: Path) -> None:
+    """No setup, no detection, no configured gate: no worktree is made for a base check."""
+    from bot.orchestration.basecheck import needs_base_check
+    from tests.execution_support import approved_state, config_for, make_remote, make_run
+    from tests.test_publishing import PRD as PUBLISHING_PRD
+
+    prd = PUBLISHING_PRD.split("```prd\n")[1].split("```")[0]
+    remote = make_remote(tmp_path)
+    script = tmp_path / "agent.sh"
+    bare = make_run(tmp_path, remote, approved_state(prd), config_for(script))
+    assert not needs_base_check(bare)
+    gated = config_for(script, "gates:\n  detect: false\n  test: make test\n")
+    assert needs_base_check(make_run(tmp_path, remote, approved_state(prd), gated))
+    with_setup = approved_state(prd).model_copy(update={"setup": ["true"]})
+    assert needs_base_check(make_run(tmp_path, remote, with_setup, config_for(script)))

@@ -55,6 +55,10 @@ def needs_base_check(run: Run) -> bool:
     """Stories still to run here (not on another runner), with something to check."""
     if run.story_runner is not None:
         return False  # another machine runs the stories (the Actions backend): it has the tools
+    g = run.config.gates
+    configured = any(c and c.strip() for c in (g.typecheck, g.test, g.lint)) or bool(g.custom)
+    if not run.state.setup and not g.detect and not configured:
+        return False  # nothing would run there: no worktree for it
     waiting = (StoryStatus.PENDING, StoryStatus.RUNNING)
     return any(record.status in waiting for record in run.state.stories.values())
 
