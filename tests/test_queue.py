@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections import defaultdict
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.clock import utcnow
-from bot.db.engine import Database
+from bot.db.engine import Database, sqlite_path
 from bot.db.queue import JobQueue, backoff_seconds
 from bot.runtime.routing import Router
 from bot.runtime.services import Services
@@ -295,3 +296,63 @@ async def test_unique_jobs_do_not_pile_up(sqlite_db: Database) -> None:
     await queue.complete(job.id, "w")
     after = await queue.enqueue(kind="poll", group_key="o/r#1", payload={}, unique=True)
     assert after != first, "a finished poll does not block the next one"
+
+
+async def test_a_job_out_of_attempts_is_marked_dead_and_the_claim_takes_the_next(sqlite_db: Database) -> None:
+    clock = Clock()
+    queue = JobQueue(sqlite_db, lease_seconds=60, clock=clock)
+    spent = await queue.enqueue(kind="k", group_key="o/r#1", payload={}, max_attempts=1)
+    assert (await queue.claim("crashed")).id == spent  # its worker dies holding it
+    clock.advance(61)
+    waiting = await queue.enqueue(kind="k", group_key="o/r#2", payload={})
+    claimed = await queue.claim("w")
+    assert claimed is not None and claimed.id == waiting, "no idle poll interval after retiring a job"
+    row = await queue.get(spent)
+    assert row.status == "dead" and "lease expired after the last attempt" in row.last_error
+
+
+async def test_on_sqlite_claims_and_their_outcomes_take_no_turn_of_the_loop(sqlite_db: Database) -> None:
+    """The webhook intake shares the loop and SQLite's write lock with in-process workers: a claim
+    that held the lock across turns of a busy loop made every delivery of a burst wait for it."""
+    queue = JobQueue(sqlite_db)
+    for n in range(3):
+        await queue.enqueue(kind="k", group_key=f"g{n}", payload={"n": n})
+    turns: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    async def without_a_turn(name: str, step):  # type: ignore[no-untyped-def]
+        loop.call_soon(turns.append, name)
+        result = await step
+        assert turns == [], f"{name} let the loop turn"
+        await asyncio.sleep(0)
+        turns.clear()
+        return result
+
+    first = await without_a_turn("claim", queue.claim("w"))
+    assert first.payload == {"n": 0} and first.attempts == 1
+    assert await without_a_turn("heartbeat", queue.heartbeat(first.id, "w"))
+    assert await without_a_turn("complete", queue.complete(first.id, "w"))
+    second = await without_a_turn("claim", queue.claim("w"))
+    assert await without_a_turn("fail", queue.fail(second.id, "w", "broke")) == "queued"
+    assert await queue.counts() == {"done": 1, "queued": 2}
+
+
+async def test_a_claim_waits_for_another_process_in_a_thread_while_the_loop_turns(
+    sqlite_db: Database,
+) -> None:
+    queue = JobQueue(sqlite_db)
+    job_id = await queue.enqueue(kind="k", group_key="g", payload={})
+    other = sqlite3.connect(sqlite_path(sqlite_db.url), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # a worker of another process, mid-transaction
+    try:
+        claim = asyncio.ensure_future(queue.claim("w"))
+        turns = 0
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            turns += 1
+        assert turns == 20 and not claim.done()
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    claimed = await asyncio.wait_for(claim, timeout=10)
+    assert claimed is not None and claimed.id == job_id

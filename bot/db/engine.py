@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
-from sqlalchemy import event, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+T = TypeVar("T")
 
 
 class Database:
@@ -35,6 +39,28 @@ class Database:
             event.listen(self.engine.sync_engine, "connect", sqlite_pragmas)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = asyncio.Lock()
+        self._sync: Engine | None = None
+
+    async def transaction(self, work: Callable[[Connection], T]) -> T:
+        """Run `work` on a (sync) connection in one write transaction; its result.
+
+        For short, hot writes (the job queue's claims and completions). On SQLite the transaction
+        is one synchronous call, `BEGIN IMMEDIATE` to `COMMIT`, made on the loop itself when the
+        database is free (well under a millisecond), or in a thread that waits when another
+        connection holds SQLite's write lock. Either way the lock is held for SQLite's own time:
+        not across turns of a loop busy answering webhooks, as an async session would (a turn for
+        every statement), nor while a thread waits for the GIL. Elsewhere: the async engine.
+        """
+        if not self.is_sqlite:
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(work)
+        async with self._write_lock:
+            if self._sync is None:
+                self._sync = sync_sqlite_engine(self.url)
+            try:
+                return _in_transaction(self._sync, work, wait=False)
+            except _Busy:
+                return await asyncio.to_thread(_in_transaction, self._sync, work, wait=True)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
@@ -78,6 +104,9 @@ class Database:
     async def dispose(self) -> None:
         """Close every pooled connection."""
         await self.engine.dispose()
+        if self._sync is not None:
+            self._sync.dispose()
+            self._sync = None
 
 
 def sqlite_path(url: str) -> str:
@@ -98,6 +127,48 @@ def sqlite_pragmas(dbapi_conn: object, _record: object = None) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+class _Busy(Exception):
+    """Another connection holds SQLite's write lock (and we were asked not to wait)."""
+
+
+BUSY_WAIT_MS = 30_000
+
+
+def _in_transaction(engine: Engine, work: Callable[[Connection], T], *, wait: bool) -> T:
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection  # not through `conn`: that would begin a transaction
+        raw.execute(f"PRAGMA busy_timeout={BUSY_WAIT_MS if wait else 0}")  # type: ignore[union-attr]
+        try:
+            conn.begin()
+        except OperationalError as exc:
+            code = getattr(exc.orig, "sqlite_errorcode", 0)
+            if not wait and code & 0xFF == sqlite3.SQLITE_BUSY:
+                raise _Busy(str(exc)) from exc
+            raise
+        result = work(conn)
+        conn.commit()
+        return result
+
+
+def sync_sqlite_engine(url: str) -> Engine:
+    """A plain (pysqlite) engine on the same file, whose transactions begin `IMMEDIATE`: the write
+    lock is taken first, so a transaction never fails half-way on another writer's commit."""
+    engine = create_engine(
+        f"sqlite:///{sqlite_path(url)}", connect_args={"timeout": 30, "check_same_thread": False}
+    )
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: object, _record: object) -> None:
+        sqlite_pragmas(dbapi_conn)
+        dbapi_conn.isolation_level = None  # type: ignore[attr-defined]  # we say BEGIN ourselves
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
 
 
 def alembic_config(connection: Connection | None = None) -> object:

@@ -14,12 +14,11 @@ import logging
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
-from sqlalchemy import and_, exists, func, select, update
+from sqlalchemy import BindParameter, Connection, Table, and_, bindparam, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
 
 from bot.clock import Clock, utcnow
 from bot.db.engine import Database
@@ -48,6 +47,87 @@ class ClaimedJob:
     max_attempts: int
     created_at: datetime
     body: str | None = None
+
+
+JOBS = cast(Table, Job.__table__)
+_RUNNING, _OLDER = JOBS.alias("running"), JOBS.alias("older")
+_NOW: BindParameter[datetime] = bindparam("now")
+_EXPIRED = and_(JOBS.c.status == "running", JOBS.c.lease_until < _NOW)
+_FRESH = and_(
+    JOBS.c.status == "queued",
+    JOBS.c.run_after <= _NOW,
+    ~exists().where(and_(_RUNNING.c.group_key == JOBS.c.group_key, _RUNNING.c.status == "running")),
+    ~exists().where(
+        and_(_OLDER.c.group_key == JOBS.c.group_key, _OLDER.c.status == "queued", _OLDER.c.id < JOBS.c.id)
+    ),
+)
+# Two queries, not one with OR: each walks an index in (run_after, id) order and stops at the first
+# row that qualifies, so a claim costs the same with 10 or 10,000 jobs queued (with OR, SQLite
+# sorted every queued row on each claim). A lease that ran out is older than any queued job.
+_CANDIDATES = tuple(
+    select(JOBS).where(where).order_by(JOBS.c.run_after, JOBS.c.id).limit(1) for where in (_EXPIRED, _FRESH)
+)
+_LOCKING_CANDIDATES = tuple(c.with_for_update(skip_locked=True, of=JOBS) for c in _CANDIDATES)
+_RETIRED = object()
+"""A claim's answer when the job it found had used its last attempt: marked dead, look again."""
+
+
+def _claim_in(conn: Connection, *, worker_id: str, now: datetime, lease: timedelta, locking: bool) -> object:
+    """One claim in an open transaction: a ClaimedJob, None (nothing due), or _RETIRED."""
+    row = None
+    for candidate in _LOCKING_CANDIDATES if locking else _CANDIDATES:
+        row = conn.execute(candidate, {"now": now}).mappings().first()
+        if row is not None:
+            break
+    if row is None:
+        return None
+    this = JOBS.c.id == row["id"]
+    if row["status"] == "running":
+        log.warning(
+            "reclaiming job %s (%s) whose lease expired (held by %s)",
+            row["id"],
+            row["kind"],
+            row["locked_by"],
+            extra={"job_id": row["id"], "kind": row["kind"]},
+        )
+    if row["attempts"] >= row["max_attempts"]:
+        error = (row["last_error"] or "") + "\nlease expired after the last attempt"
+        dead = {"status": "dead", "last_error": error, "locked_by": None, "lease_until": None}
+        conn.execute(update(JOBS).where(this).values(**dead, updated_at=now))
+        return _RETIRED
+    attempts = row["attempts"] + 1
+    held = {"status": "running", "attempts": attempts, "locked_by": worker_id, "lease_until": now + lease}
+    conn.execute(update(JOBS).where(this).values(**held, updated_at=now))
+    return ClaimedJob(
+        id=row["id"],
+        kind=row["kind"],
+        group_key=row["group_key"],
+        payload=dict(row["payload"]),
+        delivery_id=row["delivery_id"],
+        attempts=attempts,
+        max_attempts=row["max_attempts"],
+        created_at=_aware(row["created_at"]) or now,
+        body=row["body"],
+    )
+
+
+def _update_held(conn: Connection, job_id: int, worker_id: str, values: dict[str, Any]) -> bool:
+    """Update a job this worker holds; False when it is no longer ours."""
+    held = and_(JOBS.c.id == job_id, JOBS.c.locked_by == worker_id, JOBS.c.status == "running")
+    return bool(conn.execute(update(JOBS).where(held).values(**values)).rowcount)
+
+
+def _fail_in(conn: Connection, job_id: int, worker_id: str, error: str, now: datetime) -> str:
+    row = conn.execute(select(JOBS.c.attempts, JOBS.c.max_attempts).where(JOBS.c.id == job_id)).first()
+    if row is None:
+        return "lost"
+    values: dict[str, Any] = {"last_error": error[-4000:], "locked_by": None, "lease_until": None}
+    if row.attempts >= row.max_attempts:
+        values["status"] = "dead"
+    else:
+        values.update(status="queued", run_after=now + timedelta(seconds=backoff_seconds(row.attempts)))
+    ours = _update_held(conn, job_id, worker_id, {**values, "updated_at": now})
+    return str(values["status"]) if ours else "lost"
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -136,75 +216,25 @@ class JobQueue:
             return job.id
 
     async def claim(self, worker_id: str) -> ClaimedJob | None:
-        """Take the next runnable job (or an expired lease), or None when nothing is due."""
+        """Take the next runnable job (or an expired lease), or None when nothing is due.
+
+        One transaction per try (on SQLite: one call to a thread, see `Database.transaction`), with
+        statements built once: a claim costs the loop next to nothing while it answers webhooks.
+        """
+        locking = not self.db.is_sqlite
         for _ in range(5):
+            now = self.clock()
             try:
-                async with self.db.write() as session:
-                    return await self._claim_once(session, worker_id)
+                claimed = await self.db.transaction(
+                    partial(_claim_in, worker_id=worker_id, now=now, lease=self.lease, locking=locking)
+                )
             except IntegrityError:
                 # Another worker started a job of the same group between our select and
                 # update; the unique index refused ours. Try the next candidate.
                 continue
+            if claimed is not _RETIRED:
+                return claimed  # type: ignore[return-value]
         return None
-
-    async def _claim_once(self, session: AsyncSession, worker_id: str) -> ClaimedJob | None:
-        now = self.clock()
-        running = aliased(Job)
-        older = aliased(Job)
-        fresh = and_(
-            Job.status == "queued",
-            Job.run_after <= now,
-            ~exists().where(and_(running.group_key == Job.group_key, running.status == "running")),
-            ~exists().where(
-                and_(older.group_key == Job.group_key, older.status == "queued", older.id < Job.id)
-            ),
-        )
-        expired = and_(Job.status == "running", Job.lease_until < now)
-        # Two queries, not one with OR: each walks an index in (run_after, id) order and stops at
-        # the first row that qualifies, so a claim costs the same with 10 or 10,000 jobs queued
-        # (with OR, SQLite sorted every queued row on each claim: the queue drained ever slower).
-        job = None
-        for where in (expired, fresh):  # a lease that ran out is older than any queued job
-            stmt = select(Job).where(where).order_by(Job.run_after, Job.id).limit(1)
-            if not self.db.is_sqlite:
-                stmt = stmt.with_for_update(skip_locked=True, of=Job)
-            job = (await session.execute(stmt)).scalars().first()
-            if job is not None:
-                break
-        if job is None:
-            return None
-        if job.status == "running":
-            log.warning(
-                "reclaiming job %s (%s) whose lease expired (held by %s)",
-                job.id,
-                job.kind,
-                job.locked_by,
-                extra={"job_id": job.id, "kind": job.kind},
-            )
-        if job.attempts >= job.max_attempts:
-            job.status = "dead"
-            job.last_error = (job.last_error or "") + "\nlease expired after the last attempt"
-            job.locked_by = None
-            job.lease_until = None
-            job.updated_at = now
-            return None
-        job.status = "running"
-        job.attempts += 1
-        job.locked_by = worker_id
-        job.lease_until = now + self.lease
-        job.updated_at = now
-        await session.flush()
-        return ClaimedJob(
-            id=job.id,
-            kind=job.kind,
-            group_key=job.group_key,
-            payload=dict(job.payload),
-            delivery_id=job.delivery_id,
-            attempts=job.attempts,
-            max_attempts=job.max_attempts,
-            created_at=_aware(job.created_at) or now,
-            body=job.body,
-        )
 
     async def release_dead_holders(self) -> list[int]:
         """Expire the leases of running jobs whose holder is a dead process of this host; their ids.
@@ -238,24 +268,13 @@ class JobQueue:
     async def heartbeat(self, job_id: int, worker_id: str) -> bool:
         """Extend the lease; False when the job is no longer ours (it was reclaimed)."""
         now = self.clock()
-        async with self.db.write() as session:
-            result = await session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.locked_by == worker_id, Job.status == "running")
-                .values(lease_until=now + self.lease, updated_at=now)
-            )
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+        values = {"lease_until": now + self.lease, "updated_at": now}
+        return await self.db.transaction(lambda conn: _update_held(conn, job_id, worker_id, values))
 
     async def complete(self, job_id: int, worker_id: str) -> bool:
         """Mark a job done; False when another worker had reclaimed it."""
-        now = self.clock()
-        async with self.db.write() as session:
-            result = await session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.locked_by == worker_id, Job.status == "running")
-                .values(status="done", locked_by=None, lease_until=None, updated_at=now)
-            )
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+        values = {"status": "done", "locked_by": None, "lease_until": None, "updated_at": self.clock()}
+        return await self.db.transaction(lambda conn: _update_held(conn, job_id, worker_id, values))
 
     async def fail(self, job_id: int, worker_id: str, error: str) -> str:
         """Record a failure: back to the queue with backoff, or `dead` after the last attempt.
@@ -263,20 +282,7 @@ class JobQueue:
         Returns the new status (`queued`, `dead`, or `lost` if the job was not ours).
         """
         now = self.clock()
-        async with self.db.write() as session:
-            job = await session.get(Job, job_id)
-            if job is None or job.locked_by != worker_id or job.status != "running":
-                return "lost"
-            job.last_error = error[-4000:]
-            job.locked_by = None
-            job.lease_until = None
-            job.updated_at = now
-            if job.attempts >= job.max_attempts:
-                job.status = "dead"
-            else:
-                job.status = "queued"
-                job.run_after = now + timedelta(seconds=backoff_seconds(job.attempts))
-            return job.status
+        return await self.db.transaction(lambda conn: _fail_in(conn, job_id, worker_id, error, now))
 
     async def counts(self) -> dict[str, int]:
         """Number of jobs per status."""
