@@ -68,6 +68,24 @@ _CANDIDATES = tuple(
     select(JOBS).where(where).order_by(JOBS.c.run_after, JOBS.c.id).limit(1) for where in (_EXPIRED, _FRESH)
 )
 _LOCKING_CANDIDATES = tuple(c.with_for_update(skip_locked=True, of=JOBS) for c in _CANDIDATES)
+_THIS = JOBS.c.id == bindparam("job_id")
+_HELD = and_(_THIS, JOBS.c.locked_by == bindparam("holder"), JOBS.c.status == "running")
+_TAKE = (
+    update(JOBS)
+    .where(_THIS)
+    .values(
+        status="running",
+        attempts=bindparam("tries"),
+        locked_by=bindparam("holder"),
+        lease_until=bindparam("until"),
+        updated_at=bindparam("now"),
+    )
+)
+_DONE = (
+    update(JOBS)
+    .where(_HELD)
+    .values(status="done", locked_by=None, lease_until=None, updated_at=bindparam("now"))
+)
 _RETIRED = object()
 """A claim's answer when the job it found had used its last attempt: marked dead, look again."""
 
@@ -81,7 +99,6 @@ def _claim_in(conn: Connection, *, worker_id: str, now: datetime, lease: timedel
             break
     if row is None:
         return None
-    this = JOBS.c.id == row["id"]
     if row["status"] == "running":
         log.warning(
             "reclaiming job %s (%s) whose lease expired (held by %s)",
@@ -93,11 +110,11 @@ def _claim_in(conn: Connection, *, worker_id: str, now: datetime, lease: timedel
     if row["attempts"] >= row["max_attempts"]:
         error = (row["last_error"] or "") + "\nlease expired after the last attempt"
         dead = {"status": "dead", "last_error": error, "locked_by": None, "lease_until": None}
-        conn.execute(update(JOBS).where(this).values(**dead, updated_at=now))
+        conn.execute(update(JOBS).where(JOBS.c.id == row["id"]).values(**dead, updated_at=now))
         return _RETIRED
     attempts = row["attempts"] + 1
-    held = {"status": "running", "attempts": attempts, "locked_by": worker_id, "lease_until": now + lease}
-    conn.execute(update(JOBS).where(this).values(**held, updated_at=now))
+    take = {"job_id": row["id"], "tries": attempts, "holder": worker_id, "until": now + lease, "now": now}
+    conn.execute(_TAKE, take)
     return ClaimedJob(
         id=row["id"],
         kind=row["kind"],
@@ -113,8 +130,8 @@ def _claim_in(conn: Connection, *, worker_id: str, now: datetime, lease: timedel
 
 def _update_held(conn: Connection, job_id: int, worker_id: str, values: dict[str, Any]) -> bool:
     """Update a job this worker holds; False when it is no longer ours."""
-    held = and_(JOBS.c.id == job_id, JOBS.c.locked_by == worker_id, JOBS.c.status == "running")
-    return bool(conn.execute(update(JOBS).where(held).values(**values)).rowcount)
+    held = {"job_id": job_id, "holder": worker_id}
+    return bool(conn.execute(update(JOBS).where(_HELD).values(**values), held).rowcount)
 
 
 def _fail_in(conn: Connection, job_id: int, worker_id: str, error: str, now: datetime) -> str:
@@ -273,8 +290,8 @@ class JobQueue:
 
     async def complete(self, job_id: int, worker_id: str) -> bool:
         """Mark a job done; False when another worker had reclaimed it."""
-        values = {"status": "done", "locked_by": None, "lease_until": None, "updated_at": self.clock()}
-        return await self.db.transaction(lambda conn: _update_held(conn, job_id, worker_id, values))
+        done = {"job_id": job_id, "holder": worker_id, "now": self.clock()}
+        return await self.db.transaction(lambda conn: bool(conn.execute(_DONE, done).rowcount))
 
     async def fail(self, job_id: int, worker_id: str, error: str) -> str:
         """Record a failure: back to the queue with backoff, or `dead` after the last attempt.
