@@ -111,7 +111,8 @@ class Harness:
             extras={
                 "github_transport": self.fake.transport(),
                 # GitHub's pacing (1 s between writes) is tested on its own; here it would only add minutes.
-                "throttle_factory": throttle or (lambda: Throttle(per_minute=100_000, min_interval=0.0)),
+                "throttle_factory": throttle
+                or (lambda: Throttle(per_minute=100_000, per_hour=100_000, min_interval=0.0)),
             },
         )
         self.runtime: Runtime = build_runtime(self.settings, services=services)

@@ -96,7 +96,8 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
         transport = services.extras.setdefault("shared_github_transport", SharedTransport())
     interval = settings.github_write_interval
     throttles = ThrottleRegistry(
-        services.extras.get("throttle_factory") or (lambda: Throttle(per_minute=80, min_interval=interval))
+        services.extras.get("throttle_factory")
+        or (lambda: Throttle(per_minute=80, per_hour=500, min_interval=interval))
     )
     gates = GateRegistry(
         lambda key: RateLimitGate(f"installation {key}", metrics=services.metrics),

@@ -86,9 +86,10 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls):
         """The underlying githubkit client (for this package's factories and tests)."""
         return self._github
 
-    async def _pace(self) -> None:
+    async def _pace(self, *, creates: bool = True) -> None:
+        """Wait for the installation's throttle; `creates=False` for an edit of what exists."""
         if self._throttle is not None:
-            await self._throttle.wait()
+            await self._throttle.wait(creates=creates)
 
     async def _all(self, request: Any, map_func: Any = json_list, **kwargs: Any) -> list[dict[str, Any]]:
         paginator = self._github.rest.paginate(
@@ -183,7 +184,7 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls):
 
     async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment:
         owner, name = split_repo(repo)
-        await self._pace()
+        await self._pace(creates=False)
         with github_errors(f"edit comment {comment_id} in {repo}"):
             resp = await self._github.rest.issues.async_update_comment(
                 owner, name, comment_id, body=redact(body), headers=self._headers

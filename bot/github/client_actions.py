@@ -42,7 +42,7 @@ class ActionsCalls:
     _github: GitHub[Any]
     _headers: dict[str, str]
 
-    async def _pace(self) -> None:
+    async def _pace(self, *, creates: bool = True) -> None:
         raise NotImplementedError
 
     async def _all(self, request: Any, map_func: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
@@ -118,7 +118,7 @@ class ActionsCalls:
         )
 
     async def _draft_mutation(self, mutation: str, node_id: str, doing: str) -> None:
-        await self._pace()
+        await self._pace(creates=False)
         try:
             await self._github.async_graphql(mutation, {"id": node_id})
         except GitHubException as exc:

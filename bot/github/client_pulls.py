@@ -62,7 +62,7 @@ class PullsAndChecks:
     _metrics: Metrics | None
     _create_delays: Sequence[float]
 
-    async def _pace(self) -> None:
+    async def _pace(self, *, creates: bool = True) -> None:
         raise NotImplementedError
 
     async def _all(self, request: Any, map_func: Any = json_list, **kwargs: Any) -> list[dict[str, Any]]:
@@ -136,7 +136,7 @@ class PullsAndChecks:
     ) -> CheckRun:
         owner, name = split_repo(repo)
         body = _check_run_fields(status, conclusion, external_id, details_url, output, actions)
-        await self._pace()
+        await self._pace(creates=False)
         with github_errors(f"update check run {check_run_id} in {repo}"):
             resp = await self._github.rest.checks.async_update(
                 owner, name, check_run_id, data=cast(Any, body), headers=self._headers
@@ -236,7 +236,7 @@ class PullsAndChecks:
             base=base,
             state=state,
         )
-        await self._pace()
+        await self._pace(creates=False)
         with github_errors(f"edit pull request {repo}#{number}"):
             resp = await self._github.rest.pulls.async_update(
                 owner, name, number, data=cast(Any, changes), headers=self._headers

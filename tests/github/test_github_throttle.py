@@ -120,3 +120,40 @@ async def test_port_keeps_100_content_calls_under_80_per_minute(fake: FakeGitHub
     assert posts[:3] == [posts[0]] * 3, "a burst of three goes at once"
     assert min(b - a for a, b in itertools.pairwise(posts[2:40])) >= 0.5, "then one per interval"
     assert fake.requests[-1].at == posts[-1]
+
+
+async def test_no_more_than_500_creations_in_any_hour_and_edits_do_not_count_there(caplog) -> None:  # type: ignore[no-untyped-def]
+    clock = FakeClock()
+    throttle = Throttle(per_minute=80, min_interval=1.0, clock=clock, sleep=clock.sleep)
+    created: list[float] = []
+    for n in range(620):
+        await throttle.wait()
+        created.append(clock.now)
+        if n % 2:
+            await throttle.wait(creates=False)  # an edit between creations: paced, not counted here
+    assert max(sum(1 for t in created if start <= t < start + 3600) for start in created) == 500
+    assert created[500] == created[0] + 3600, "the 501st waits until the first is an hour old"
+    assert any(
+        "500 content-creating GitHub requests in the last hour" in r.getMessage() for r in caplog.records
+    )
+    edits = clock.now
+    for _ in range(5):  # the hour is full of creations again, but an edit does not wait for it
+        await throttle.wait(creates=False)
+    assert clock.now - edits <= 5.0
+
+
+async def test_edits_go_through_the_port_without_counting_against_the_hour(fake: FakeGitHub) -> None:
+    clock = FakeClock()
+    fake.clock = clock
+    throttle = Throttle(per_minute=80, per_hour=2, min_interval=0.0, clock=clock, sleep=clock.sleep)
+    port = token_port(
+        "t", base_url=fake.api_url, transport=fake.transport(), throttle=throttle, auto_retry=False
+    )
+    issue = fake.add_issue(REPO, title="T")
+    first = await port.create_issue_comment(REPO, issue.number, body="one")
+    for n in range(5):
+        await port.update_issue_comment(REPO, first.id, body=f"edit {n}")
+    await port.create_issue_comment(REPO, issue.number, body="two")
+    assert clock.now == 0.0
+    await port.create_issue_comment(REPO, issue.number, body="three")  # the third creation in the hour
+    assert clock.now == 3600.0
