@@ -122,7 +122,7 @@ async def test_a_repository_with_manifests_and_a_cold_config_gets_its_plan_in_th
         assert "pyproject.toml" in plan, "setup was detected from the manifest read in the prefetch"
 
 
-async def test_a_plan_command_reads_everything_in_one_round_trip(h: Harness) -> None:
+async def test_a_plan_command_reads_everything_with_its_eyes_in_one_round_trip(h: Harness) -> None:
     await _label(h, 1, "maint")
     h.fake.latency = 0.05
     since = _since(h)
@@ -136,7 +136,54 @@ async def test_a_plan_command_reads_everything_in_one_round_trip(h: Harness) -> 
     await h.deliver("issue_comment", command)
     await h.drain()
     made = _answered(h, since, "POST", f"/repos/{REPO}/issues/3/comments")
-    assert h.fake.round_trips(made, since=since) == 3  # 👀 on the comment, the reads, the plan
+    assert h.fake.round_trips(made, since=since) == 2  # 👀 on the comment with the reads, the plan
+
+
+REQUIREMENTS = {
+    "pyproject.toml": '[project]\nname = "app"\nversion = "1"\n',
+    "requirements/dev.txt": "-r base.txt\npytest\n",
+    "requirements/base.txt": "httpx\n",
+}
+
+
+async def test_requirement_files_anywhere_cost_no_extra_round_trip_on_a_cold_config(tmp_path: Path) -> None:
+    clock = ThrottleClock()
+    pacing = functools.partial(Throttle, per_minute=80, min_interval=1.0, clock=clock, sleep=clock.sleep)
+    async with Harness(tmp_path, throttle=pacing) as h:
+        for number in (1, 2):
+            h.fake.add_issue(REPO, title=f"Issue {number}", body=PRD)
+        h.fake.set_permission(REPO, "maint", "maintain")
+        for path, text in REQUIREMENTS.items():
+            h.fake.set_file(REPO, path, text)
+        await _label(h, 1, "maint")  # the installation token
+        clock.now += 60.0
+        h.services.repo_cache.forget(REPO)  # the config is cold again
+        h.fake.latency = 0.05
+        since = await _label(h, 2, "maint")
+        tree = next(r for r in h.fake.requests if r.at >= since and "/git/trees/" in r.path)
+        assert h.fake.round_trips(tree, since=since) == 1, "the tree is read with the config"
+        for path in REQUIREMENTS:
+            read = _answered(h, since, "GET", f"/repos/{REPO}/contents/{path}")
+            assert h.fake.round_trips(read, since=since) == 2, f"{path} is read with the other reads"
+        made = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/comments")
+        assert h.fake.round_trips(made, since=since) == 3
+        misses = [
+            r.path for r in h.fake.requests if r.at >= since and r.status == 404 and "/contents/" in r.path
+        ]
+        assert misses == [f"/repos/{REPO}/contents/.github/plan-cascade.yml"], (
+            "no manifest read on speculation"
+        )
+        assert "requirements/dev.txt" in h.plan_comments(2)[-1].body
+
+
+async def test_a_label_that_is_not_the_trigger_reads_no_tree(h: Harness) -> None:
+    h.services.repo_cache.forget(REPO)
+    since = _since(h)
+    other = labeled(number=1, sender="maint", clone_url="https://github.example/x.git")
+    other["label"]["name"] = "bug"
+    await h.deliver("issues", other)
+    await h.drain()
+    assert [r for r in h.fake.requests if r.at >= since and "/git/trees/" in r.path] == []
 
 
 async def test_a_permission_error_still_fails_closed(h: Harness) -> None:

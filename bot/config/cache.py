@@ -46,6 +46,11 @@ class RepoCache:
             return None
         return hit[1]
 
+    def last_trigger_label(self, repo: str, branch: str) -> str | None:
+        """The trigger label of the config last read from `branch`, however long ago (a guess)."""
+        hit = self._configs.get((repo.lower(), branch))
+        return hit[1].trigger_label if hit is not None else None
+
     def keep_config(self, repo: str, branch: str, config: RepoConfig | None) -> None:
         key = (repo.lower(), branch)
         if config is None:  # an invalid file: nothing to reuse

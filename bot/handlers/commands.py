@@ -81,7 +81,16 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
                 body=env.comment.body or "",
             )
         return
-    await session.react_comment(env.comment.id, "eyes")
+    eyes = asyncio.ensure_future(session.react_comment(env.comment.id, "eyes"))  # with the reads
+    try:
+        await _command(session, event, cmd)
+    finally:
+        await eyes
+
+
+async def _command(session: Session, event: Event, cmd: Command) -> None:
+    env = event.envelope
+    assert env.issue is not None and env.comment is not None
     author = Author(
         env.comment.user.login, env.comment.author_association, env.comment.user.type, env.comment.created_at
     )

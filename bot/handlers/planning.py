@@ -46,7 +46,7 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
         return
     session = await session_for_event(services, event, issue=env.issue.number)
     # The label is checked against the config read recently (or read now): the 👀 comes first.
-    if env.label.name != await session.trigger_label():
+    if env.label.name != await session.trigger_label(asked=env.label.name):
         return
     # The 👀 goes out together with every read the job needs (permission, the config itself,
     # plan, issue, tree, manifests): nothing waits for it. A permission read that fails raises:

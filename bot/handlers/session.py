@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from bot.config.load import load_repo_config
 from bot.config.repo import CONFIG_PATH, RepoConfig, format_config_problems_markdown
-from bot.environment.setup import READ_FILES
+from bot.environment.setup import READ_FILES, files_to_read
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue
 from bot.github.port import GitHubPort
@@ -92,11 +92,32 @@ class Session:
             token_provider=self.port.git_token,
         )
 
-    async def trigger_label(self) -> str:
-        """The label that asks for a plan: from the config read recently, else read now."""
-        cached = self.services.repo_cache.config(self.repo, self.default_branch)
-        config = cached if cached is not None else await self.load_config()
+    async def trigger_label(self, *, asked: str | None = None) -> str:
+        """The label that asks for a plan: from the config read recently, else read now.
+
+        `asked`: the label just added. When the config must be read and that label is likely the
+        trigger (the default one, or the one the config named before), the file tree is read in
+        the same round trip: the next round trip then reads exactly the manifests setup
+        detection needs, wherever they are (`requirements/dev.txt`), and the plan comment
+        follows in the third.
+        """
+        cache = self.services.repo_cache
+        cached = cache.config(self.repo, self.default_branch)
+        if cached is not None:
+            return cached.trigger_label
+        likely = {DEFAULT_TRIGGER_LABEL, cache.last_trigger_label(self.repo, self.default_branch)}
+        if asked is not None and asked in likely:
+            config, _ = await asyncio.gather(self.load_config(), self._tree_if_any())
+        else:
+            config = await self.load_config()
         return config.trigger_label if config is not None else DEFAULT_TRIGGER_LABEL
+
+    async def _tree_if_any(self) -> None:
+        """Read the tree ahead; a failure is left to the real read (which raises where handled)."""
+        try:
+            await self.tree()
+        except GitHubError:
+            return
 
     async def issue_info(self) -> Issue:
         """The issue, read once per session."""
@@ -124,11 +145,13 @@ class Session:
             raise
 
     def _setup_files(self) -> tuple[str, ...]:
-        """The files setup detection will likely read, when the config known now leaves it to
-        detection: read in the prefetch, whether or not they exist (a miss costs a request,
-        not a round trip)."""
+        """The files setup detection will read, when the config known now leaves it to detection:
+        those of the tree when it was read ahead, else the usual ones whether or not they exist
+        (a miss costs a request, not a round trip). Read in the prefetch."""
         known = self.services.repo_cache.config(self.repo, self.default_branch)
-        return SETUP_FILES if known is None or known.setup is None else ()
+        if known is not None and known.setup is not None:
+            return ()
+        return tuple(files_to_read(self._tree)) if self._tree is not None else SETUP_FILES
 
     async def current_plan(self) -> LoadedPlan | None:
         """The plan as this session last read it (read now if it has not been)."""
