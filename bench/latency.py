@@ -13,8 +13,8 @@ each as a time (p50, p95, max) and as GitHub round trips made one after the othe
 that overlap count once), plus how long the comment's request was held after the last answer
 it waited for (a throttle wait shows there). Two cases, alternating: a repository without
 manifests whose config is cached (targets: 1 round trip before the 👀, ≤ 3 before the
-comment), and a repository with a `pyproject.toml` seen for the first time, its config cold
-(targets 2 and 3). The installation token is cached by a warm-up delivery first.
+comment), and a repository with a `pyproject.toml` and a `requirements/dev.txt` seen for the
+first time, its config cold (targets 2 and 3). The installation token is cached by a warm-up delivery first.
 `--show` prints the requests of the first delivery of each case, in order.
 """
 
@@ -152,9 +152,10 @@ def main() -> None:
         fake.add_repo(f"{REPO}-py{n}")
         fake.add_issue(f"{REPO}-py{n}", title="Bench", body=PRD)
         fake.set_file(f"{REPO}-py{n}", "pyproject.toml", PYPROJECT)
+        fake.set_file(f"{REPO}-py{n}", "requirements/dev.txt", "pytest\n")  # found only in the tree
     tmp = Path(tempfile.mkdtemp(prefix="pc-latency-"))
     warm = Case("no manifests, config cached", (1, 3))
-    cold = Case("pyproject.toml, config cold", (2, 3))
+    cold = Case("pyproject.toml + requirements/dev.txt, config cold", (2, 3))
     env = {
         "PLAN_CASCADE_LOG_LEVEL": "WARNING",
         "PLAN_CASCADE_APPROVAL_POLL_SECONDS": "60",
