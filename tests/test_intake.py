@@ -291,3 +291,27 @@ def test_a_worker_gets_one_turn_per_max_wait_while_the_intake_is_busy() -> None:
     assert not pressure.calm(), "quiet only 5 ms after the last arrival"
     clock.now += 0.01
     assert pressure.calm()
+
+
+def test_after_a_long_step_a_worker_waits_for_the_deliveries_the_loop_has_not_read_yet() -> None:
+    """A job's long step keeps the loop from reading new deliveries; right after it the intake
+    only looks quiet. The worker lets the loop turn before it believes that."""
+    clock = StillClock()
+    pressure = IntakePressure(quiet=0.005, max_wait=0.25, clock=clock, sleep=clock.sleep)
+
+    async def scenario() -> bool:
+        pressure.arrived()
+        await pressure.turn()  # the one claim let through under pressure
+        pressure.answered()
+        clock.now += 0.01  # a long step: nothing was read meanwhile, the intake looks quiet
+        assert pressure.calm()
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, pressure.arrived)  # read at the next turns of the loop
+        turn = asyncio.ensure_future(pressure.turn())
+        for _ in range(10):
+            await asyncio.sleep(0)
+        waiting = not turn.done()
+        turn.cancel()
+        return waiting
+
+    assert asyncio.run(scenario()), "the claim must wait for the delivery that was about to be read"

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub does not send payloads over 25 MB.
 WEBHOOK_JOB = "webhook"
+SETTLE_TURNS = 3
+"""Turns of the loop a worker lets pass before it believes the intake is quiet."""
 
 
 class IntakePressure:
@@ -75,8 +77,18 @@ class IntakePressure:
         return self.in_progress <= 0 and self._clock() - self.last_arrival >= self.quiet
 
     async def turn(self) -> None:
-        """Return when a worker may claim a job: the intake is quiet, or its turn under pressure came."""
-        while not self.calm():
+        """Return when a worker may claim a job: the intake is quiet, or its turn under pressure came.
+
+        Quiet is checked again after a few turns of the loop: right after a long step (a job's),
+        the loop has not yet read the deliveries that arrived meanwhile, and the intake only
+        looks quiet. Without that, each job made the next claim look welcome.
+        """
+        while True:
+            if self.calm():
+                for _ in range(SETTLE_TURNS):  # the socket reads, then the requests' first steps
+                    await asyncio.sleep(0)
+                if self.calm():
+                    return
             now = self._clock()
             if now - self._last_forced >= self.max_wait:
                 self._last_forced = now

@@ -127,6 +127,7 @@ class WorkerPool:
             if job is None:
                 await self._idle(stop)
                 continue
+            await asyncio.sleep(0)  # a claim, a job and its completion are three steps of the loop, not one
             await self.run_job(job, worker_id)
 
     async def _idle(self, stop: asyncio.Event) -> None:
@@ -165,6 +166,7 @@ class WorkerPool:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
+            await asyncio.sleep(0)
             ours = await self.queue.complete(job.id, worker_id)
             self.processed += 1
             if metrics:
