@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from bot.db.queue import JobQueue, backoff_seconds
 from bot.runtime.routing import Router
 from bot.runtime.services import Services
 from bot.runtime.settings import Settings
+from bot.runtime.webhook import IntakePressure
 from bot.runtime.worker import JobKinds, WorkerPool
 from tests.support import postgres_database, wait_for
 
@@ -356,3 +358,42 @@ async def test_a_claim_waits_for_another_process_in_a_thread_while_the_loop_turn
         other.close()
     claimed = await asyncio.wait_for(claim, timeout=10)
     assert claimed is not None and claimed.id == job_id
+
+
+async def test_while_deliveries_come_in_the_workers_writes_wait_in_a_thread(sqlite_db: Database) -> None:
+    """Under a burst, SQLite's commits (and the disk under them) stay off the loop that answers
+    the deliveries: the worker's claim and completion go to a thread."""
+    queue = JobQueue(sqlite_db)
+    await queue.enqueue(kind="k", group_key="g", payload={})
+    threads: set[int] = set()
+    real = sqlite_db.transaction
+
+    async def spy(work, *, in_thread: bool = False):  # type: ignore[no-untyped-def]
+        def recorded(conn):  # type: ignore[no-untyped-def]
+            threads.add(threading.get_ident())
+            return work(conn)
+
+        return await real(recorded, in_thread=in_thread)
+
+    sqlite_db.transaction = spy  # type: ignore[method-assign]
+    pressure = IntakePressure()
+    kinds = JobKinds()
+
+    @kinds.register("k")
+    async def _ran(job, services) -> None:  # type: ignore[no-untyped-def]
+        return None
+
+    pool = WorkerPool(queue=queue, router=Router(), services=Services(settings=Settings()), kinds=kinds)
+    pool.intake = pressure
+    pressure.arrived()  # a delivery is being received
+    try:
+        job = await queue.claim("w", in_thread=pool._intake_busy())
+        assert job is not None
+        assert await pool.run_job(job, "w") == "done"
+    finally:
+        pressure.answered()
+    assert threads and threading.get_ident() not in threads
+    threads.clear()
+    await queue.enqueue(kind="k", group_key="g", payload={})
+    assert await queue.claim("w", in_thread=pool._intake_busy()) is not None  # quiet again: on the loop
+    assert threads == {threading.get_ident()}

@@ -41,7 +41,7 @@ class Database:
         self._write_lock = asyncio.Lock()
         self._sync: Engine | None = None
 
-    async def transaction(self, work: Callable[[Connection], T]) -> T:
+    async def transaction(self, work: Callable[[Connection], T], *, in_thread: bool = False) -> T:
         """Run `work` on a (sync) connection in one write transaction; its result.
 
         For short, hot writes (the job queue's claims and completions). On SQLite the transaction
@@ -49,7 +49,9 @@ class Database:
         database is free (well under a millisecond), or in a thread that waits when another
         connection holds SQLite's write lock. Either way the lock is held for SQLite's own time:
         not across turns of a loop busy answering webhooks, as an async session would (a turn for
-        every statement), nor while a thread waits for the GIL. Elsewhere: the async engine.
+        every statement), nor while a thread waits for the GIL. `in_thread`: straight to the
+        thread (the loop is busy answering webhooks: SQLite's I/O stays off it). Elsewhere: the
+        async engine.
         """
         if not self.is_sqlite:
             async with self.engine.begin() as conn:
@@ -57,10 +59,12 @@ class Database:
         async with self._write_lock:
             if self._sync is None:
                 self._sync = sync_sqlite_engine(self.url)
-            try:
-                return _in_transaction(self._sync, work, wait=False)
-            except _Busy:
-                return await asyncio.to_thread(_in_transaction, self._sync, work, wait=True)
+            if not in_thread:
+                try:
+                    return _in_transaction(self._sync, work, wait=False)
+                except _Busy:
+                    pass
+            return await asyncio.to_thread(_in_transaction, self._sync, work, wait=True)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:

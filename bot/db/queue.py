@@ -232,7 +232,7 @@ class JobQueue:
             await session.flush()
             return job.id
 
-    async def claim(self, worker_id: str) -> ClaimedJob | None:
+    async def claim(self, worker_id: str, *, in_thread: bool = False) -> ClaimedJob | None:
         """Take the next runnable job (or an expired lease), or None when nothing is due.
 
         One transaction per try (on SQLite: one call to a thread, see `Database.transaction`), with
@@ -243,7 +243,8 @@ class JobQueue:
             now = self.clock()
             try:
                 claimed = await self.db.transaction(
-                    partial(_claim_in, worker_id=worker_id, now=now, lease=self.lease, locking=locking)
+                    partial(_claim_in, worker_id=worker_id, now=now, lease=self.lease, locking=locking),
+                    in_thread=in_thread,
                 )
             except IntegrityError:
                 # Another worker started a job of the same group between our select and
@@ -288,10 +289,12 @@ class JobQueue:
         values = {"lease_until": now + self.lease, "updated_at": now}
         return await self.db.transaction(lambda conn: _update_held(conn, job_id, worker_id, values))
 
-    async def complete(self, job_id: int, worker_id: str) -> bool:
+    async def complete(self, job_id: int, worker_id: str, *, in_thread: bool = False) -> bool:
         """Mark a job done; False when another worker had reclaimed it."""
         done = {"job_id": job_id, "holder": worker_id, "now": self.clock()}
-        return await self.db.transaction(lambda conn: bool(conn.execute(_DONE, done).rowcount))
+        return await self.db.transaction(
+            lambda conn: bool(conn.execute(_DONE, done).rowcount), in_thread=in_thread
+        )
 
     async def fail(self, job_id: int, worker_id: str, error: str) -> str:
         """Record a failure: back to the queue with backoff, or `dead` after the last attempt.

@@ -120,7 +120,7 @@ class WorkerPool:
             if self.intake is not None:  # the webhook intake of this process goes first
                 await self.intake.turn()
             try:
-                job = await self.queue.claim(worker_id)
+                job = await self.queue.claim(worker_id, in_thread=self._intake_busy())
             except Exception:
                 log.exception("claiming a job failed; retrying shortly")
                 job = None
@@ -129,6 +129,10 @@ class WorkerPool:
                 continue
             await asyncio.sleep(0)  # a claim, a job and its completion are three steps of the loop, not one
             await self.run_job(job, worker_id)
+
+    def _intake_busy(self) -> bool:
+        """Deliveries are coming in: the queue's writes wait for SQLite in a thread, off the loop."""
+        return self.intake is not None and not self.intake.calm()
 
     async def _idle(self, stop: asyncio.Event) -> None:
         self.wake.clear()
@@ -167,7 +171,7 @@ class WorkerPool:
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
             await asyncio.sleep(0)
-            ours = await self.queue.complete(job.id, worker_id)
+            ours = await self.queue.complete(job.id, worker_id, in_thread=self._intake_busy())
             self.processed += 1
             if metrics:
                 metrics.jobs.labels(job.kind, "done").inc()
