@@ -8,40 +8,10 @@ import httpx
 import pytest
 
 from bot.testing.fake_github import FakeGitHub
-from tests.execution_support import git, make_remote
+from tests.execution_support import git
+from tests.github.remote.gitpush import push_branch
 
 REPO = "octo/widgets"
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    return make_remote(tmp_path, {"README.md": "# widgets\n"})
-
-
-@pytest.fixture
-def fake(remote: Path) -> FakeGitHub:
-    fake = FakeGitHub()
-    fake.add_repo(REPO, clone_url=f"file://{remote}")
-    return fake
-
-
-@pytest.fixture
-async def client(fake: FakeGitHub):
-    async with httpx.AsyncClient(transport=fake.transport(), base_url=fake.api_url) as http:
-        yield http
-
-
-def push_branch(tmp: Path, remote: Path, branch: str, files: dict[str, str], email: str) -> str:
-    """Commit `files` on top of main as `email` and push it as `branch`; returns the sha."""
-    work = tmp / f"work-{branch.replace('/', '-')}"
-    git("clone", "-q", str(remote), str(work), cwd=tmp)
-    git("checkout", "-q", "-b", branch, cwd=work)
-    for name, text in files.items():
-        (work / name).write_text(text)
-    git("add", "-A", cwd=work)
-    git("commit", "-q", "-m", "change", cwd=work, email=email)
-    git("push", "-q", "origin", branch, cwd=work)
-    return git("rev-parse", "HEAD", cwd=work).strip()
 
 
 async def test_check_run_on_an_unknown_commit_is_422(client: httpx.AsyncClient, remote: Path) -> None:

@@ -13,29 +13,11 @@ from bot.github.models_actions import WorkflowJob, WorkflowRun
 from bot.testing.fake_github import FakeGitHub
 from bot.testing.fake_github_actions import add_workflow_run
 from bot.testing.fake_github_forks import open_fork_pull, pull_request_event, workflow_run_event
-from tests.execution_support import git, make_remote
-from tests.github.test_fake_github_strict import push_branch
+from tests.execution_support import git
+from tests.github.remote.gitpush import push_branch
 
 REPO = "octo/widgets"
 FORK = "mallory/widgets"
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    return make_remote(tmp_path, {"README.md": "# widgets\n"})
-
-
-@pytest.fixture
-def fake(remote: Path) -> FakeGitHub:
-    fake = FakeGitHub()
-    fake.add_repo(REPO, clone_url=f"file://{remote}")
-    return fake
-
-
-@pytest.fixture
-async def client(fake: FakeGitHub):
-    async with httpx.AsyncClient(transport=fake.transport(), base_url=fake.api_url) as http:
-        yield http
 
 
 def _fork_commit(tmp: Path, remote: Path) -> tuple[Path, str]:
