@@ -179,6 +179,7 @@ def create_app(
         repo_cache=rt.services.repo_cache,
         wake=rt.wake.set,
         gates=rt.services.extras.get("rate_limit_gates"),
+        throttles=rt.services.extras.get("throttles"),
     )
     if status is not None:  # off (404) unless PLAN_CASCADE_STATUS_TOKEN is set
         app.include_router(status.router)

@@ -103,6 +103,7 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
         lambda key: RateLimitGate(f"installation {key}", metrics=services.metrics),
     )
     services.extras["rate_limit_gates"] = gates  # the status page shows what they know
+    services.extras["throttles"] = throttles  # and how much of the hour's creations were used
     state: dict[str, Any] = {}
 
     def app_github() -> Any:

@@ -76,6 +76,11 @@ class Throttle:
             self._created.popleft()
         return self._created[0] + HOUR_SECONDS - now if len(self._created) >= self.per_hour else 0.0
 
+    def created_last_hour(self) -> int:
+        """Creations admitted in the last hour (what the hourly limit counts)."""
+        self._hour_wait(self._clock())
+        return len(self._created)
+
     async def wait(self, *, creates: bool = True) -> None:
         """Wait until a content-creating call may go, and count it as gone. `creates`: it makes
         something new (a POST), which GitHub also counts against the hourly limit."""
@@ -108,3 +113,7 @@ class ThrottleRegistry:
         if key not in self._throttles:
             self._throttles[key] = self._factory()
         return self._throttles[key]
+
+    def known(self) -> dict[Hashable, Throttle]:
+        """Every throttle made so far (one per installation this process wrote for)."""
+        return dict(self._throttles)

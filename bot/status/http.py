@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from bot.clock import utcnow
 from bot.config.cache import RepoCache
 from bot.db.engine import Database
 from bot.github.pause import GateRegistry
+from bot.github.throttle import ThrottleRegistry
 from bot.log import register_secret
 from bot.metrics import Metrics
 from bot.rendering.jinja import money, plural, templates_dir, tokens
@@ -119,6 +120,7 @@ def status_router(
     clock: Callable[[], datetime],
     wake: Callable[[], None] | None = None,
     gates: GateRegistry | None = None,
+    throttles: ThrottleRegistry | None = None,
 ) -> StatusPage:
     """The routes of the status page, reading `db` and this process's metrics and caches."""
     router = APIRouter()
@@ -149,6 +151,10 @@ def status_router(
                 pauses=gate.pauses,
                 paused_total_s=gate.paused_seconds,
             )
+        for key, throttle in (throttles.known() if throttles is not None else {}).items():
+            if isinstance(key, int):
+                made = {"created_hour": throttle.created_last_hour(), "created_limit": throttle.per_hour}
+                found[key] = replace(found.get(key, Limits()), **made)
         return found
 
     def redeliveries() -> int | None:
@@ -312,6 +318,7 @@ def status_routes(
     repo_cache: RepoCache | None,
     wake: Callable[[], None] | None = None,
     gates: GateRegistry | None = None,
+    throttles: ThrottleRegistry | None = None,
 ) -> StatusPage | None:
     """The status page when `PLAN_CASCADE_STATUS_TOKEN` is set, else None (the page is off)."""
     token = settings.status_token_value()
@@ -327,4 +334,5 @@ def status_routes(
         clock=utcnow,
         wake=wake,
         gates=gates,
+        throttles=throttles,
     )

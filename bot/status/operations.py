@@ -256,6 +256,9 @@ class Limits:
     paused_for_s: float = 0.0
     pauses: int = 0
     paused_total_s: float = 0.0
+    created_hour: int | None = None
+    """Creations (comments, check runs, pull requests…) this process made in the last hour."""
+    created_limit: int = 500
 
 
 def describe_limits(limits: Limits | None) -> tuple[str, str]:
@@ -265,6 +268,9 @@ def describe_limits(limits: Limits | None) -> tuple[str, str]:
     quota = "not seen by this process"
     if limits.remaining is not None and limits.limit is not None and limits.seen_ago_s is not None:
         quota = f"{limits.remaining:,} of {limits.limit:,} left ({_ago(limits.seen_ago_s)})"
+    if limits.created_hour is not None:
+        made = f"{limits.created_hour:,} of {limits.created_limit:,} creations in the last hour"
+        quota = made if quota == "not seen by this process" else f"{quota}; {made}"
     paused = "none"
     if limits.pauses:
         paused = f"{limits.pauses} pause(s), {limits.paused_total_s:.0f} s in all"

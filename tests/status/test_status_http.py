@@ -235,3 +235,15 @@ def test_behind_a_tls_proxy_on_loopback_the_real_server_marks_the_cookie_secure(
         )
     assert plain.status_code == proxied.status_code == 303
     assert "Secure" not in plain.headers["set-cookie"] and "Secure" in proxied.headers["set-cookie"]
+
+
+async def test_installations_show_the_hours_creations_against_githubs_limit(site) -> None:
+    client, runtime = site
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    (inst,) = (await client.get("/status.json", headers=auth)).json()["installations"]
+    throttle = runtime.services.extras["throttles"].get(inst["id"])
+    for _ in range(3):
+        await throttle.wait()  # three creations (the burst: no wait)
+    await throttle.wait(creates=False)  # an edit: not counted against the hour
+    (inst,) = (await client.get("/status.json", headers=auth)).json()["installations"]
+    assert "3 of 500 creations in the last hour" in inst["rate_limit"]

@@ -183,7 +183,8 @@ PAUSED = "paused now, 2 s left; 2 pause(s), 3 s in all"
 
 def test_installations_show_what_githubs_answers_said_of_their_rate_limits() -> None:
     known = {
-        7: Limits(remaining=4812, limit=5000, seen_ago_s=5, paused_for_s=1.5, pauses=2, paused_total_s=3.2)
+        7: Limits(remaining=4812, limit=5000, seen_ago_s=5, paused_for_s=1.5, pauses=2, paused_total_s=3.2),
+        8: Limits(created_hour=12),
     }
     found = installations([("a/x", 7), ("a/y", 7), ("a/x", 7), ("b/z", None), ("c/w", 8)], known)
     assert [(i.id, i.repos, i.plans, i.rate_limit, i.paused) for i in found] == [
@@ -194,7 +195,7 @@ def test_installations_show_what_githubs_answers_said_of_their_rate_limits() -> 
             "4,812 of 5,000 left (just now)",
             "paused now, 2 s left; 2 pause(s), 3 s in all",
         ),
-        (8, ("c/w",), 1, "not seen by this process", "none"),
+        (8, ("c/w",), 1, "12 of 500 creations in the last hour", "none"),
         (None, ("b/z",), 1, "not seen by this process", "none"),
     ]
 
