@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,6 +85,47 @@ async def test_a_gate_and_an_agent_run_git_in_the_worktree_and_see_its_tags(tmp_
     assert log == ["Plan Cascade STORY-001: Write", "Dev initial"], log
     private = run.mirror.root / "sandbox-git"  # the private copies went with the worktree
     assert private.is_dir() and not [p for p in private.rglob("*") if not p.is_dir()]
+
+
+_watching: list[list[int]] = []
+"""Per test that asks (`copy_threads`): the thread that made each private copy."""
+
+
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
+    if _watching and event == "open" and args[1] == "w" and str(args[0]).endswith("/objects/info/alternates"):
+        _watching[-1].append(threading.get_ident())  # the first file each new copy writes
+
+
+@pytest.fixture
+def copy_threads() -> Iterator[list[int]]:
+    """The threads that made a sandbox's private copy, one entry per copy (from Python's audit
+    events: an audit hook stays for the process, so it is added once and listens only here)."""
+    if not getattr(sys, "_plan_cascade_copy_hook", False):
+        sys.addaudithook(_on_audit)
+        sys._plan_cascade_copy_hook = True  # type: ignore[attr-defined]
+    made: list[int] = []
+    _watching.append(made)
+    yield made
+    _watching.remove(made)
+
+
+async def test_each_fresh_copy_is_made_in_a_thread_never_on_the_event_loop(
+    tmp_path: Path, copy_threads: list[int]
+) -> None:
+    """Setup, the agent and the gates each start from a copy made for them, and it is made off the
+    event loop: there the copies of parallel stories waited on each other (and webhooks on them)."""
+    script = agent_script(tmp_path, "agent.sh", 'echo more >> "$2/README.md"\n')
+    state = approved_state(PRD).model_copy(update={"setup": ["git describe --tags"]})
+    config = config_for(script, gates(("history", "git describe --tags")))
+    run = make_run(tmp_path, tagged_remote(tmp_path), state, config, sandbox=Sandbox())
+    await run.mirror.ensure()
+    await run_story(run, "STORY-001", "refs/remotes/origin/main")
+
+    story = run.state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED, story.reason
+    assert outputs(run, "history") == [f"{TAG}-1-g{story.commit[:7]}\n"]
+    assert len(copy_threads) == 3, copy_threads  # setup, the agent's run, the gates: one copy each
+    assert threading.get_ident() not in copy_threads
 
 
 async def gate_run(tmp_path: Path):  # type: ignore[no-untyped-def]

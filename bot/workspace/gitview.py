@@ -6,7 +6,8 @@ packed-refs, config). Confined, a process sees at those paths a **private copy**
 from the real ones each time a confinement is made and kept under the data dir, where no sandbox
 reaches it by any other path:
 
-- `<mirror>`: the mirror's HEAD, config, `info/`, refs and packed-refs (branches and tags), read-write;
+- `<mirror>`: the mirror's HEAD, config, `info/` and refs (branches and tags, all in one
+  `packed-refs`), read-write;
 - `<mirror>/worktrees/<id>`: its own worktree's admin dir, read-write; no other worktree's;
 - `<mirror>/objects`: an empty object store, read-write, whose `info/alternates` names the
   mirror's real objects, bound read-only at `<mirror>/objects/shared`.
@@ -19,11 +20,16 @@ The work that counts is the worktree's files, which the bot commits itself. Noth
 data dir shows: not the other mirrors, the caches, the database or the key, nor the mirror's
 reflogs, hooks or `FETCH_HEAD`. The mirror holds no secret anyway (the installation token only
 ever travels in git's environment).
+
+Making the copy is file I/O (a few dozen files and folders to remove and to make, each a
+millisecond or more on a slow disk): `refresh` is called from a thread, never on the event loop
+(see `Sandbox.confinement`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 from dataclasses import dataclass
@@ -36,7 +42,8 @@ SCRATCH_DIR = "sandbox-git"
 SHARED = "shared"
 """Where the mirror's real objects show inside the private object store (read-only)."""
 COPIED = ("HEAD", "config", "shallow")
-"""The mirror's own files a repository needs (refs, `info/` and packed-refs are copied besides)."""
+"""The mirror's own files a repository needs (its refs and `info/` are copied besides)."""
+_SHA = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?")
 
 PRIVATE_CONFIG = "\n[core]\n\tcheckStat = minimal\n"
 """Added to the copy's config: inside, the worktree's files belong to another uid than the one
@@ -78,12 +85,10 @@ class GitView:
                 shutil.copyfile(self.mirror / name, self.scratch / name)
         with (self.scratch / "config").open("a") as config:
             config.write(PRIVATE_CONFIG)
-        for tree in ("refs", "info"):
-            _copy_settled(self.mirror / tree, self.scratch / tree)
+        _copy_settled(self.mirror / "info", self.scratch / "info")
         for name in ("refs/heads", "refs/tags"):
-            (self.scratch / name).mkdir(parents=True, exist_ok=True)
-        if (self.mirror / "packed-refs").is_file():  # after the loose refs: `pack-refs` may be moving them
-            shutil.copyfile(self.mirror / "packed-refs", self.scratch / "packed-refs")
+            (self.scratch / name).mkdir(parents=True)
+        _copy_refs(self.mirror, self.scratch)
         admin = Path("worktrees") / self.admin_id
         shutil.copytree(self.mirror / admin, self.scratch / admin, symlinks=True)
 
@@ -107,6 +112,47 @@ def _copy_settled(source: Path, target: Path) -> None:
                     shutil.copyfile(Path(top) / name, here / name)
                 except FileNotFoundError:
                     continue
+
+
+def _copy_refs(source: Path, target: Path) -> None:
+    """The branches and tags of `source` into `target` as one `packed-refs`: one file to make
+    instead of one per loose ref and per folder of them. A loose ref wins over its packed entry,
+    as in git; the loose ones are read first (`pack-refs` may be moving them into `packed-refs`
+    meanwhile: read in this order, none is missed). What is no plain commit id (a symbolic ref)
+    stays a loose file. No `pack-refs with:` traits are claimed: git peels what has no `^` line."""
+    loose: dict[bytes, bytes] = {}
+    root = os.fsencode(source)
+    for top, _, files in os.walk(os.path.join(root, b"refs")):
+        for name in files:
+            if name.endswith(b".lock"):
+                continue
+            try:
+                with open(os.path.join(top, name), "rb") as ref:
+                    value = ref.read()
+            except FileNotFoundError:
+                continue  # deleted, or moved into packed-refs, meanwhile
+            refname = os.path.relpath(os.path.join(top, name), root).replace(os.sep.encode(), b"/")
+            if _SHA.fullmatch(value.strip()):
+                loose[refname] = value.strip()
+            else:
+                path = target / os.fsdecode(refname)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(value)
+    try:
+        packed = (source / "packed-refs").read_bytes()
+    except FileNotFoundError:
+        packed = b""
+    entries: dict[bytes, bytes] = {}  # refname → its lines in packed-refs (with a tag's `^` line)
+    owner: bytes | None = None
+    for line in packed.splitlines():
+        if line.startswith(b"^"):
+            if owner is not None:
+                entries[owner] += line + b"\n"
+        elif not line.startswith(b"#") and b" " in line:
+            owner = line.partition(b" ")[2]
+            entries[owner] = line + b"\n"
+    entries.update({ref: b"%s %s\n" % (sha, ref) for ref, sha in loose.items()})
+    (target / "packed-refs").write_bytes(b"".join(entries[ref] for ref in sorted(entries)))
 
 
 def remove_scratch(path: Path) -> None:
