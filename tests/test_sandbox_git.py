@@ -92,7 +92,8 @@ _watching: list[list[int]] = []
 
 
 def _on_audit(event: str, args: tuple[Any, ...]) -> None:
-    if _watching and event == "open" and args[1] == "w" and str(args[0]).endswith("/objects/info/alternates"):
+    made = event == "open" and str(args[0]).endswith("/objects/info/alternates") and args[2] & os.O_CREAT
+    if _watching and made:
         _watching[-1].append(threading.get_ident())  # the first file each new copy writes
 
 
