@@ -351,6 +351,8 @@ async def _gates(
     run: Run, story: Story, wt: Worktree, home: Path, head: str, attempt: int
 ) -> list[GateResult]:
     specs = gate_specs(run, story, wt.path)
+    if not specs:
+        return []  # no gate: no sandbox, nor a copy of the repository's git, to make for it
     scope = story.id
 
     async def started(spec: GateSpec) -> object:
