@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -95,10 +96,20 @@ def _runtime_of(directory: Path) -> list[Path]:
             key, _, value = line.partition("=")
             if key.strip() == "home" and value.strip():
                 found.append(Path(value.strip()).resolve().parent)
-    for program in sorted(directory.glob("python*")) if directory.is_dir() else []:
+    for program in sorted(_pythons(directory)):
         if program.is_symlink():
             found.append(program.resolve().parent.parent)
     return found
+
+
+def _pythons(directory: Path) -> list[Path]:
+    """`python*` in `directory`, listed without `glob` (which builds a path and runs a regex for
+    each of the ~1,000 entries of /usr/bin, for every process a sandbox starts)."""
+    try:
+        with os.scandir(directory) as entries:
+            return [Path(entry.path) for entry in entries if entry.name.startswith("python")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _under_system(path: Path) -> bool:
