@@ -8,8 +8,8 @@ reaches it by any other path:
 
 - `<mirror>`: the mirror's HEAD, config, `info/` and refs (branches and tags, all in one
   `packed-refs`), read-write;
-- `<mirror>/worktrees/<id>`: its own worktree's admin dir (HEAD, index, … but not its reflog),
-  read-write; no other worktree's;
+- `<mirror>/worktrees/<id>`: its own worktree's admin dir (HEAD, index, … but not the bot's reflog
+  or ORIG_HEAD there), read-write; no other worktree's;
 - `<mirror>/objects`: an empty object store, read-write, whose `info/alternates` names the
   mirror's real objects, bound read-only at `<mirror>/objects/shared`.
 
@@ -24,8 +24,9 @@ ever travels in git's environment).
 
 Making the copy is file I/O: about twenty files and folders to remove and to make again, so
 `refresh` runs in a thread, never on the event loop (see `Sandbox.confinement`). There each system
-call gives up the GIL and waits to get it back while the loop runs Python: the copy makes as few
-as it can (all refs in one file, no reflog, no modes or times copied, plain `os` calls).
+call gives up the GIL and waits to get it back while the loop runs Python, and each file or folder
+made waits for the disk's journal (~1.5 ms each while stories commit beside it): the copy makes as
+few as it can (all refs in one file, no reflog, no modes or times copied, plain `os` calls).
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ class GitView:
     def _copy(self, mirror: str, scratch: str) -> None:
         remove_scratch(self.scratch)
         os.makedirs(f"{scratch}/objects/{SHARED}")
-        for folder in ("objects/info", "refs", "refs/heads", "refs/tags", "worktrees"):
-            os.mkdir(f"{scratch}/{folder}")  # refs/heads and refs/tags as `git init` makes them
+        for folder in ("objects/info", "refs", "worktrees"):  # git makes refs/heads and the rest itself
+            os.mkdir(f"{scratch}/{folder}")
         _write(f"{scratch}/objects/info/alternates", f"{mirror}/objects/{SHARED}\n".encode())
         for name in COPIED:
             try:
@@ -92,9 +93,8 @@ class GitView:
         if os.path.isdir(f"{mirror}/info"):
             _copy_files(f"{mirror}/info", f"{scratch}/info")
         _copy_refs(mirror, scratch)
-        _copy_files(
-            f"{mirror}/worktrees/{self.admin_id}", f"{scratch}/worktrees/{self.admin_id}", skip=("logs",)
-        )
+        admin = f"worktrees/{self.admin_id}"  # without the bot's own reflog and ORIG_HEAD
+        _copy_files(f"{mirror}/{admin}", f"{scratch}/{admin}", skip=("logs", "ORIG_HEAD"))
 
     def mounts(self) -> list[str]:
         """The bubblewrap options that show this view (after the worktree's own binds)."""
@@ -127,7 +127,7 @@ def _write(path: str, data: bytes) -> None:
 
 def _copy_files(source: str, target: str, *, skip: tuple[str, ...] = ()) -> None:
     """Copy the folder `source` to `target` (made here), without its files being written (`*.lock`)
-    or the folders `skip` names; files that vanish meanwhile (the bot's git works on other worktrees
+    or what `skip` names; files that vanish meanwhile (the bot's git works on other worktrees
     of the mirror at the same time) are skipped. Contents only: no modes or times to set afterwards."""
     os.mkdir(target)
     with os.scandir(source) as entries:

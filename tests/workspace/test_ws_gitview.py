@@ -33,6 +33,7 @@ async def test_a_copy_a_sandbox_tampered_with_is_made_again_without_following_it
     outside.mkdir()
     (outside / "keep.txt").write_text("the host's file\n")
     # What a sandbox can leave behind: symlinks out (also in place of a directory), locked dirs.
+    (view.scratch / "refs" / "heads").mkdir()
     os.symlink(outside, view.scratch / "refs" / "heads" / "out")
     (view.scratch / "objects" / "info" / "alternates").unlink()
     os.symlink(outside / "keep.txt", view.scratch / "objects" / "info" / "alternates")
