@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
+import threading
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +126,28 @@ def confined(worktree: Path, home: Path, **kwargs: Any) -> Any:
     from bot.workspace.sandbox import Sandbox
 
     return Sandbox().confinement(worktree=worktree, home=home, **kwargs)
+
+
+_audit_listeners: list[tuple[str, Callable[[tuple[Any, ...]], bool], list[int]]] = []
+
+
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
+    for wanted, matches, threads in _audit_listeners:
+        if event == wanted and matches(args):
+            threads.append(threading.get_ident())
+
+
+@contextmanager
+def audit_threads(event: str, matches: Callable[[tuple[Any, ...]], bool]) -> Iterator[list[int]]:
+    """The thread of each Python audit `event` (`open`, `os.scandir`, …) whose arguments `matches`,
+    while inside: where the code under test did some file work, without patching it. An audit hook
+    stays for the process, so one is added once, and it listens only inside such a block."""
+    if not getattr(sys, "_plan_cascade_audit_hook", False):
+        sys.addaudithook(_on_audit)
+        sys._plan_cascade_audit_hook = True  # type: ignore[attr-defined]
+    listener: tuple[str, Callable[[tuple[Any, ...]], bool], list[int]] = (event, matches, [])
+    _audit_listeners.append(listener)
+    try:
+        yield listener[2]
+    finally:
+        _audit_listeners.remove(listener)

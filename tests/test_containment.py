@@ -8,6 +8,7 @@ operator's explicit choice for trusted runners): the bot's own defences must hol
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import tempfile
@@ -64,7 +65,14 @@ class Listener:
                     pass
 
     def close(self) -> None:
+        # close() alone leaves the thread blocked in accept(): after the next signal it accepts
+        # again on the same fd number, by then another test's server (it answered a package
+        # index's requests with this 401, and hung that index's shutdown). shutdown() wakes it.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the listener's thread did not stop"
 
 
 @pytest.fixture

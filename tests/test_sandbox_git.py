@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ from bot.workspace.sandbox import Sandbox
 from bot.workspace.worktree import add_worktree
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 from tests.pkgindex import PackageIndex, repack_installed
-from tests.support import bwrap_marker
+from tests.support import audit_threads, bwrap_marker
 
 pytestmark = bwrap_marker()
 TAG = "v1.4.2"
@@ -82,6 +84,44 @@ async def test_a_gate_and_an_agent_run_git_in_the_worktree_and_see_its_tags(tmp_
     assert log == ["Plan Cascade STORY-001: Write", "Dev initial"], log
     private = run.mirror.root / "sandbox-git"  # the private copies went with the worktree
     assert private.is_dir() and not [p for p in private.rglob("*") if not p.is_dir()]
+
+
+def copies_made() -> AbstractContextManager[list[int]]:
+    """The threads that made a sandbox's private copy, one per copy (its first file, `alternates`)."""
+    return audit_threads(
+        "open", lambda a: str(a[0]).endswith("/objects/info/alternates") and a[2] & os.O_CREAT
+    )
+
+
+async def test_each_fresh_copy_is_made_in_a_thread_never_on_the_event_loop(tmp_path: Path) -> None:
+    """Setup, the agent and the gates each start from a copy made for them, and it is made off the
+    event loop: there the copies of parallel stories waited on each other (and webhooks on them)."""
+    script = agent_script(tmp_path, "agent.sh", 'echo more >> "$2/README.md"\n')
+    state = approved_state(PRD).model_copy(update={"setup": ["git describe --tags"]})
+    config = config_for(script, gates(("history", "git describe --tags")))
+    run = make_run(tmp_path, tagged_remote(tmp_path), state, config, sandbox=Sandbox())
+    await run.mirror.ensure()
+    with copies_made() as copy_threads:
+        await run_story(run, "STORY-001", "refs/remotes/origin/main")
+
+    story = run.state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED, story.reason
+    assert outputs(run, "history") == [f"{TAG}-1-g{story.commit[:7]}\n"]
+    assert len(copy_threads) == 3, copy_threads  # setup, the agent's run, the gates: one copy each
+    assert threading.get_ident() not in copy_threads
+
+
+async def test_a_story_without_gates_makes_one_copy_for_its_agent(tmp_path: Path) -> None:
+    script = agent_script(tmp_path, "agent.sh", 'echo more >> "$2/README.md"\n')
+    run = make_run(
+        tmp_path, tagged_remote(tmp_path), approved_state(PRD), config_for(script), sandbox=Sandbox()
+    )
+    await run.mirror.ensure()
+    with copies_made() as copy_threads:
+        await run_story(run, "STORY-001", "refs/remotes/origin/main")
+
+    assert run.state.stories["STORY-001"].status == StoryStatus.PASSED
+    assert len(copy_threads) == 1, copy_threads  # none for gates that do not exist
 
 
 async def gate_run(tmp_path: Path):  # type: ignore[no-untyped-def]

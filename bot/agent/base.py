@@ -8,6 +8,7 @@ never escape :meth:`Agent.run`, which turns them into a result.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -67,9 +68,13 @@ class AgentTask(BaseModel):
     )
 
 
-def confinement_for(task: AgentTask, *, network: bool = False, tools: Sequence[Path] = ()) -> Confinement:
-    """How this task's processes start (raises SandboxUnavailable when they must not start at all)."""
-    return task.sandbox.confinement(
+async def confinement_for(
+    task: AgentTask, *, network: bool = False, tools: Sequence[Path] = ()
+) -> Confinement:
+    """How this task's processes start (raises SandboxUnavailable when they must not start at all);
+    made once per agent run, with a fresh copy of its git made in a thread, off the event loop."""
+    return await asyncio.to_thread(
+        task.sandbox.confinement,
         worktree=task.worktree,
         home=task.home,
         repo_setting=task.sandbox_setting,

@@ -118,7 +118,7 @@ class BuiltinAgent:
             return run.result(self.name, "failed", reason=failure.message)
 
     async def _loop(self, task: AgentTask, run: _Run, transcript: Transcript) -> NoReturn:
-        base = ToolContext.for_task(task)
+        base = await ToolContext.for_task(task)
         messages = [Message(role="user", content=task_prompt(task))]
         transcript.message(messages[0])
         while True:

@@ -112,7 +112,7 @@ class CommandAgent:
         prompt_file.write_text(task_prompt(task), encoding="utf-8")
         command = self.command(prompt_file=prompt_file, task=task)
         transcript.record("command", command=command)
-        confinement = confinement_for(task, network=task.sandbox.agent_network, tools=self._tool_dirs())
+        confinement = await confinement_for(task, network=task.sandbox.agent_network, tools=self._tool_dirs())
         outcome = await run_process(
             command,
             cwd=task.worktree,

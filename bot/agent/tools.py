@@ -73,13 +73,13 @@ class ToolContext:
     """The worktree's environment from setup (see `with_env_path`)."""
 
     @classmethod
-    def for_task(cls, task: AgentTask) -> ToolContext:
+    async def for_task(cls, task: AgentTask) -> ToolContext:
         """The context of ``task``: its worktree, HOME, deny globs, sandbox and limits."""
         return cls(
             root=task.worktree,
             home=task.home,
             deny=tuple(task.deny),
-            confinement=confinement_for(task),
+            confinement=await confinement_for(task),
             timeout_s=float(task.limits.tool_timeout_seconds),
             output_limit=task.limits.output_limit_chars,
             path=task.path,

@@ -61,12 +61,13 @@ async def run_gates(
     started: GateStarted,
     finished: GateFinished,
     confinement: Confinement | None,
-    judge: Callable[[GateResult], GateResult] | None = None,
+    judge: Callable[[GateResult], Awaitable[GateResult]] | None = None,
 ) -> list[GateResult]:
     """Run every gate in order (all of them, so the agent sees every failure at once).
 
-    `judge` gives each result its verdict against the plan's base before it is reported; a gate
-    that does not hold the change back is reported without annotations.
+    `judge` gives each result its verdict against the plan's base before it is reported (it may
+    wait for the base's result); a gate that does not hold the change back is reported without
+    annotations.
     """
     results = []
     for spec in specs:
@@ -80,7 +81,7 @@ async def run_gates(
             confinement=confinement,
         )
         if judge is not None:
-            result = judge(result)
+            result = await judge(result)
             if result.passed:
                 annotations = []
         await finished(spec, handle, result, annotations)

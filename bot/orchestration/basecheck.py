@@ -1,20 +1,24 @@
-"""The base check: setup and every gate once on the plan's unchanged base, before the first story.
+"""The base check: setup and every gate once on the plan's unchanged base, before they count.
 
 A gate that already fails on the default branch says nothing about a story; setup that fails
-there is nobody's story's fault. So before any agent runs, the plan's setup and gates run in
-a worktree of the base, in the same sandbox as a story's, and what they showed is kept in the
-plan state (`base_check`), keyed by the base commit, the setup commands and the gate commands:
-a resumed or retried plan on the same base does not run it again.
+there is nobody's story's fault. So the plan's setup and gates run in a worktree of the base,
+in the same sandbox as a story's, and what they showed is kept in the plan state (`base_check`),
+keyed by the base commit, the setup commands and the gate commands: a resumed or retried plan on
+the same base does not run it again.
 
-- Setup fails on the base: the plan stops before any agent runs (`/plan-cascade retry` after
-  a fix tries again).
-- A gate fails on the base: stories are judged against it (`gates.baseline.judge`).
+- Setup runs first, before any agent: when it fails on the base, the plan stops there
+  (`/plan-cascade retry` after a fix tries again). When it passes, the environment it made is
+  kept for the stories (`envcopy`), which may start at once.
+- The gates then run in a task (`Run.base_pending`) beside the first batch's agents: a story
+  waits for them only to judge its own gates (`gates.baseline.judge`), and the engine waits for
+  them before the first batch is merged. They take no story's place (`max_parallel`).
 - `gates.strict: true`: configured gates are not run here, so they must pass outright;
   detected gates are always judged against the base.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -23,7 +27,7 @@ from pathlib import Path
 from bot.gates.baseline import base_gate
 from bot.gates.detect import GateSpec
 from bot.gates.run import run_gate
-from bot.orchestration.envcopy import keep_base_environment, setup_wrote
+from bot.orchestration.envcopy import keep_base_environment, reuse_base_environment, setup_wrote
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.setup import gate_confinement, prepare, tool_env
 from bot.orchestration.story import cleanup, gate_specs
@@ -64,7 +68,12 @@ def needs_base_check(run: Run) -> bool:
 
 
 async def check_base(run: Run) -> BaseCheck:
-    """The plan's base check: the cached one when its key still holds, else run and saved."""
+    """The plan's base check: the cached one when its key still holds, else its setup runs now.
+
+    When setup passes and there are gates, they go on in `run.base_pending`, which saves the whole
+    check when they are done; the check returned then holds setup's outcome alone. Otherwise the
+    check is saved and returned complete.
+    """
     ref = batch_base(run, 1)
     base_sha = await run.mirror.resolve(ref)
     label = f"{run.base_branch}@{base_sha[:7]}"
@@ -81,19 +90,31 @@ async def check_base(run: Run) -> BaseCheck:
     worktree = Worktree(path=path, branch=branch, mirror=run.mirror)
     try:
         worktree = await add_worktree(run.mirror, branch=branch, base_ref=base_sha, path=path, reset=True)
-        check = await _run_check(run, worktree, home, base_sha=base_sha, label=label)
-    finally:
+        specs = base_specs(run, worktree.path)
+        check, kept = await _run_setup(run, worktree, home, base_sha=base_sha, label=label, specs=specs)
+    except BaseException:
         await cleanup(worktree, home)
-    await run.update(lambda s: s.model_copy(update={"base_check": check}), important=True)
-    return check
+        raise
+    if specs and not check.setup_failed:
+        run.base_pending = asyncio.create_task(_run_gates(run, worktree, home, check, specs, kept=kept))
+        return check
+    await cleanup(worktree, home)
+    return await _saved(run, check)
 
 
 def _cached_specs(run: Run, cached: BaseCheck) -> list[GateSpec]:
     return [GateSpec(name=g.name, kind="custom", command=g.command) for g in cached.gates]
 
 
-async def _run_check(run: Run, wt: Worktree, home: Path, *, base_sha: str, label: str) -> BaseCheck:
-    specs = base_specs(run, wt.path)
+async def _saved(run: Run, check: BaseCheck) -> BaseCheck:
+    await run.update(lambda s: s.model_copy(update={"base_check": check}), important=True)
+    return check
+
+
+async def _run_setup(
+    run: Run, wt: Worktree, home: Path, *, base_sha: str, label: str, specs: list[GateSpec]
+) -> tuple[BaseCheck, bool]:
+    """The check with setup's outcome, and whether its environment was kept for the stories."""
     check = BaseCheck(
         key=check_key(base_sha, run.state.setup, specs),
         base_sha=base_sha,
@@ -101,31 +122,44 @@ async def _run_check(run: Run, wt: Worktree, home: Path, *, base_sha: str, label
         checked_at=run.clock(),
     )
     setup = await prepare(run, wt, home)
-    if setup is not None:
-        if not setup.passed:
-            log.warning("%s: setup fails on %s (exit %s)", run.state.key, label, setup.exit_code)
-            return check.model_copy(
-                update={
-                    "setup": "timed_out" if setup.timed_out else "failure",
-                    "setup_output": setup.output.strip()[-SETUP_TAIL_CHARS:],
-                }
-            )
-        check = check.model_copy(update={"setup": "success"})
-        written = await setup_wrote(wt)  # before the gates add their caches
-    confinement = await gate_confinement(run, wt, home)
-    env = tool_env(run, wt, home)
+    if setup is None:
+        return check, False
+    if not setup.passed:
+        log.warning("%s: setup fails on %s (exit %s)", run.state.key, label, setup.exit_code)
+        failed = {
+            "setup": "timed_out" if setup.timed_out else "failure",
+            "setup_output": setup.output.strip()[-SETUP_TAIL_CHARS:],
+        }
+        return check.model_copy(update=failed), False
+    written = await setup_wrote(wt)  # before the gates add their caches
+    kept = await keep_base_environment(run, wt, output=setup.output, written=written)
+    return check.model_copy(update={"setup": "success"}), kept
+
+
+async def _run_gates(
+    run: Run, wt: Worktree, home: Path, check: BaseCheck, specs: list[GateSpec], *, kept: bool
+) -> BaseCheck:
+    """The base check's gates, in its worktree (removed after them); the whole check, saved."""
+    label = check.base_label
     gates = []
-    for spec in specs:
-        result, _ = await run_gate(
-            spec,
-            cwd=wt.path,
-            env=env,
-            default_timeout=run.config.gates.timeout_seconds,
-            attempt=1,
-            confinement=confinement,
-        )
-        gates.append(base_gate(result, root=str(wt.path)))
-        log.info("%s: %s on %s: %s", run.state.key, spec.name, label, gates[-1].conclusion)
-    if setup is not None:  # after the gates, which ran in it: the stories get copies
-        await keep_base_environment(run, wt, output=setup.output, written=written)
-    return check.model_copy(update={"gates": gates})
+    try:
+        # The environment went aside for the stories: the gates get a copy of it, as a story does
+        # (or, should that fail, a new setup from the filled cache).
+        if kept and await reuse_base_environment(run, wt) is None:
+            await prepare(run, wt, home)
+        confinement = await gate_confinement(run, wt, home)
+        env = tool_env(run, wt, home)
+        for spec in specs:
+            result, _ = await run_gate(
+                spec,
+                cwd=wt.path,
+                env=env,
+                default_timeout=run.config.gates.timeout_seconds,
+                attempt=1,
+                confinement=confinement,
+            )
+            gates.append(base_gate(result, root=str(wt.path)))
+            log.info("%s: %s on %s: %s", run.state.key, spec.name, label, gates[-1].conclusion)
+    finally:
+        await cleanup(wt, home)
+    return await _saved(run, check.model_copy(update={"gates": gates}))

@@ -172,6 +172,8 @@ async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> l
         await report_setup(run, setup, scope=scope, head=head)
         if not setup.passed:  # no environment: the gates would fail for the wrong reason
             return [setup]
+    if not specs:
+        return []  # setup alone: no sandbox, nor a copy of the repository's git, for gates
 
     async def started(spec: GateSpec) -> object:
         return await run.reporter.gate_started(scope=scope, gate=spec, head_sha=head, attempt=1)

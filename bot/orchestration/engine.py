@@ -55,9 +55,16 @@ async def _execute(run: Run) -> PlanState:
         return run.state
     await run.mirror.fetch()  # clones (and fetches) a missing mirror, else fetches once
     if needs_base_check(run):
-        check = await check_base(run)
+        check = await check_base(run)  # its setup; its gates may go on beside the first batch
         if check.setup_failed:
             return await _stop_for_base_setup(run, check)
+    try:
+        return await _batches(run)
+    finally:
+        await _stop_base_check(run)  # still running only when the run stops early
+
+
+async def _batches(run: Run) -> PlanState:
     batches = run.state.batches_ids()
     for number, ids in enumerate(batches, start=1):
         if run.cancel.is_set():
@@ -76,22 +83,28 @@ async def _execute(run: Run) -> PlanState:
         if ready:
             limit = asyncio.Semaphore(run.config.execution.max_parallel)
             runner = run.story_runner or run_story
-            tasks = [asyncio.create_task(_guarded(run, sid, base, limit, runner)) for sid in ready]
+            tasks: list[asyncio.Task[Any]] = [
+                asyncio.create_task(_guarded(run, sid, base, limit, runner)) for sid in ready
+            ]
+            if run.base_pending is not None:  # its error stops the batch at once, not when judged
+                tasks.append(run.base_pending)
             try:
                 await asyncio.gather(*tasks)
-            except (BudgetExceeded, RunSuperseded) as exc:
+            except BaseException as exc:
+                # Stop every story (and the base check's gates) and let their cleanup (worktrees,
+                # processes) finish; the base check's own error is the one that counts.
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-                if isinstance(exc, RunSuperseded):
-                    raise
-                return await _pause_for_budget(run)
-            except asyncio.CancelledError:
-                # gather cancelled the stories; let their cleanup (worktrees, processes) finish.
-                await asyncio.gather(*tasks, return_exceptions=True)
+                if isinstance(exc, BudgetExceeded):
+                    return await _pause_for_budget(run)
+                error = _base_error(run)
+                if error is not None and error is not exc:
+                    raise error from None
                 raise
         if run.cancel.is_set():
             break
+        await _base_check_done(run)  # before the first batch is merged: its integration gates judge too
         passed = [sid for sid in ids if run.state.stories[sid].status == StoryStatus.PASSED]
         batch_state = run.state.batches[number - 1] if number - 1 < len(run.state.batches) else None
         # Publish what changed, and what a crash left unpublished (no PR recorded yet).
@@ -104,6 +117,29 @@ async def _execute(run: Run) -> PlanState:
     if run.cancel.is_set():
         return run.state
     return await _finish(run)
+
+
+async def _base_check_done(run: Run) -> None:
+    """Wait for the base check's gates (saved in the state by then); their error is raised here."""
+    pending, run.base_pending = run.base_pending, None
+    if pending is not None:
+        await pending
+
+
+def _base_error(run: Run) -> BaseException | None:
+    pending = run.base_pending
+    if pending is None or not pending.done() or pending.cancelled():
+        return None
+    return pending.exception()
+
+
+async def _stop_base_check(run: Run) -> None:
+    """The base check's gates are cancelled when the run stops before they are done (a cancel,
+    a budget pause, an error); nothing of them is left running or unawaited."""
+    pending, run.base_pending = run.base_pending, None
+    if pending is not None:
+        pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)
 
 
 async def _guarded(run: Run, sid: str, base: str, limit: asyncio.Semaphore, runner: Any) -> None:

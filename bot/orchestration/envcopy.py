@@ -68,8 +68,9 @@ async def setup_wrote(wt: Worktree) -> list[str] | None:
     return paths if len(paths) <= MAX_WRITTEN_FILES and size <= MAX_WRITTEN_BYTES else None
 
 
-async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written: list[str] | None) -> None:
-    """Move the environment setup made in the base check's worktree aside for the stories.
+async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written: list[str] | None) -> bool:
+    """Move the environment setup made in the base check's worktree aside for the stories; whether
+    it was (the base check's gates then run in a copy of it, `reuse_base_environment`).
 
     `output` (setup's, on the base) is shown again in each story's setup check that copies it;
     `written` are the other files setup left in the worktree (`setup_wrote`), copied with it.
@@ -78,7 +79,7 @@ async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written:
     await asyncio.to_thread(shutil.rmtree, kept, True)
     nested = [p for p in wt.path.glob("*/**/node_modules") if "node_modules" not in p.parent.parts]
     if nested or written is None:
-        return  # an environment all over the tree: each story sets up its own
+        return False  # an environment all over the tree: each story sets up its own
     kept.mkdir(parents=True)
     moved = []
     for name in _NAMES:
@@ -99,6 +100,7 @@ async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written:
         "output": output[-OUTPUT_CHARS:],
     }
     (kept / _ORIGIN).write_text(json.dumps(origin))
+    return True
 
 
 async def reuse_base_environment(run: Run, wt: Worktree) -> GateResult | None:
@@ -137,7 +139,7 @@ async def reuse_base_environment(run: Run, wt: Worktree) -> GateResult | None:
         if proc.exit_code != 0:
             log.warning("could not copy what setup wrote on the base: %s", proc.output.strip()[-300:])
             return None
-    if ".venv" in copied:
+    if ".venv" in copied and origin["path"] != str(wt.path):  # (the base check's own gates: in place)
         await asyncio.to_thread(relocate, wt.path / ".venv", old=origin["path"], new=str(wt.path))
     took = time.monotonic() - started
     note = (

@@ -17,6 +17,7 @@ from bot.clock import utcnow
 from bot.config.repo import RepoConfig
 from bot.errors import StalePlan, StateError
 from bot.orchestration.scheduler import batch_branch
+from bot.plan.baseline import BaseCheck
 from bot.plan.state import PlanState, PlanStatus, totals, update_story
 from bot.workspace.mirror import Mirror
 from bot.workspace.sandbox import Sandbox
@@ -27,6 +28,11 @@ if TYPE_CHECKING:
 
 class BudgetExceeded(Exception):
     """The plan-wide cost or token limit was reached."""
+
+
+class BaseCheckFailed(Exception):
+    """The base check's gates stopped with an error: a story that waits for them stops too (it is
+    not the story's failure; the engine stops the batch and raises the base check's own error)."""
 
 
 class RunSuperseded(Exception):
@@ -82,6 +88,9 @@ class Run:
     revised, the CI loop stopped), read afresh from the plan; None to go on."""
     protected: dict[Path, list[Path]] = field(default_factory=dict)
     """Worktree path → its paths bound read-only (listed once per worktree; see setup.protected)."""
+    base_pending: asyncio.Task[BaseCheck] | None = None
+    """The base check's gates while they run beside the first batch (its setup passed already):
+    its whole result, saved in the state when it is done; stories wait for it to judge their gates."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _unsaved: list[Callable[[PlanState], PlanState]] = field(default_factory=list)
 
@@ -130,6 +139,18 @@ class Run:
             self.state = fresh
             raise RunSuperseded(fresh, why) from None
         return fresh.model_copy(update={"updated_at": self.clock()})
+
+    async def base_check(self) -> BaseCheck | None:
+        """The plan's base check, once its gates are done (None: the plan has none)."""
+        pending = self.base_pending
+        if pending is None:
+            return self.state.base_check
+        try:
+            return await asyncio.shield(pending)  # a story cancelled while it waits leaves it running
+        except (asyncio.CancelledError, RunSuperseded):
+            raise
+        except Exception as exc:
+            raise BaseCheckFailed(f"the base check stopped: {exc}") from exc
 
     async def check_still_wanted(self) -> None:
         """RunSuperseded (nothing more is written) when the plan no longer wants this agent run."""

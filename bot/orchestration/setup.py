@@ -83,7 +83,8 @@ async def protected(run: Run, wt: Worktree) -> list[Path]:
 async def gate_confinement(run: Run, wt: Worktree, home: Path) -> Confinement:
     """Where a gate runs: the run's sandbox, no network, `.git`, denied paths and caches read-only,
     the repository's history read-only (`git describe`, `git log` work)."""
-    return run.sandbox.confinement(
+    return await asyncio.to_thread(  # its git copy is made in a thread, off the event loop
+        run.sandbox.confinement,
         worktree=wt.path,
         home=home,
         repo_setting=run.config.agent.sandbox,
@@ -108,7 +109,8 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
     uv = uv_program(run.tool_path)
     if uv is not None:  # uv comes with Plan Cascade: setup finds it after the tools of the PATH
         env["PATH"] = f"{env['PATH']}:{Path(uv).parent}"
-    confinement = run.sandbox.confinement(
+    confinement = await asyncio.to_thread(  # its git copy is made in a thread, off the event loop
+        run.sandbox.confinement,
         worktree=wt.path,
         home=home,
         repo_setting=run.config.agent.sandbox,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.agent.base import AgentResult, AgentTask, Phase
@@ -58,14 +58,18 @@ def gate_specs(run: Run, story: Story | None, root: Path) -> list[GateSpec]:
     )
 
 
-def base_judge(run: Run, root: Path) -> Callable[[GateResult], GateResult] | None:
-    """How results in the worktree at `root` are judged against the plan's base check (None: not)."""
+def base_judge(run: Run, root: Path) -> Callable[[GateResult], Awaitable[GateResult]] | None:
+    """How results in the worktree at `root` are judged against the plan's base check (None: not).
+    While the base check's gates still run (beside the first batch), a result waits for them."""
     check = run.state.base_check
-    if check is None or check.setup_failed:
+    if run.base_pending is None and (check is None or check.setup_failed):
         return None
 
-    def judged(result: GateResult) -> GateResult:
-        return judge(result, check.gate(result.name), root=str(root), label=check.base_label or "the base")
+    async def judged(result: GateResult) -> GateResult:
+        base = await run.base_check()
+        if base is None or base.setup_failed:
+            return result
+        return judge(result, base.gate(result.name), root=str(root), label=base.base_label or "the base")
 
     return judged
 
@@ -130,6 +134,8 @@ async def run_story(
 
 def _setup_passes_on_base(run: Run) -> bool:
     check = run.state.base_check
+    if run.base_pending is not None:
+        return True  # its gates still run: they only started because setup passed there
     return check is not None and check.setup == "success"
 
 
@@ -345,6 +351,8 @@ async def _gates(
     run: Run, story: Story, wt: Worktree, home: Path, head: str, attempt: int
 ) -> list[GateResult]:
     specs = gate_specs(run, story, wt.path)
+    if not specs:
+        return []  # no gate: no sandbox, nor a copy of the repository's git, to make for it
     scope = story.id
 
     async def started(spec: GateSpec) -> object:

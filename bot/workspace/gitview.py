@@ -6,8 +6,10 @@ packed-refs, config). Confined, a process sees at those paths a **private copy**
 from the real ones each time a confinement is made and kept under the data dir, where no sandbox
 reaches it by any other path:
 
-- `<mirror>`: the mirror's HEAD, config, `info/`, refs and packed-refs (branches and tags), read-write;
-- `<mirror>/worktrees/<id>`: its own worktree's admin dir, read-write; no other worktree's;
+- `<mirror>`: the mirror's HEAD, config, `info/` and refs (branches and tags, all in one
+  `packed-refs`), read-write;
+- `<mirror>/worktrees/<id>`: its own worktree's admin dir (HEAD, index, … but not the bot's reflog
+  or ORIG_HEAD there), read-write; no other worktree's;
 - `<mirror>/objects`: an empty object store, read-write, whose `info/alternates` names the
   mirror's real objects, bound read-only at `<mirror>/objects/shared`.
 
@@ -19,12 +21,18 @@ The work that counts is the worktree's files, which the bot commits itself. Noth
 data dir shows: not the other mirrors, the caches, the database or the key, nor the mirror's
 reflogs, hooks or `FETCH_HEAD`. The mirror holds no secret anyway (the installation token only
 ever travels in git's environment).
+
+Making the copy is file I/O: about twenty files and folders to remove and to make again, so
+`refresh` runs in a thread, never on the event loop (see `Sandbox.confinement`). There each system
+call gives up the GIL and waits to get it back while the loop runs Python, and each file or folder
+made waits for the disk's journal (~1.5 ms each while stories commit beside it): the copy makes as
+few as it can (all refs in one file, no reflog, no modes or times copied, plain `os` calls).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,13 +43,15 @@ SCRATCH_DIR = "sandbox-git"
 """Under the data dir: `<data>/sandbox-git/<mirror>/<worktree id>`, one private repository each."""
 SHARED = "shared"
 """Where the mirror's real objects show inside the private object store (read-only)."""
-COPIED = ("HEAD", "config", "shallow")
-"""The mirror's own files a repository needs (refs, `info/` and packed-refs are copied besides)."""
-
+COPIED = ("HEAD", "shallow")
+"""The mirror's own files a repository needs (its config, refs and `info/` are copied besides)."""
 PRIVATE_CONFIG = "\n[core]\n\tcheckStat = minimal\n"
 """Added to the copy's config: inside, the worktree's files belong to another uid than the one
 the bot's git recorded in the index, and with the default check every `git status` would read
 every file again to compare it."""
+_SHA = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?")
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def scratch_for(*, root: Path, mirror: Path, admin_id: str) -> Path:
@@ -63,29 +73,28 @@ class GitView:
     def refresh(self) -> None:
         """Make the private copy again from what the bot's git sees now."""
         try:
-            self._copy()
+            self._copy(str(self.mirror), str(self.scratch))
         except OSError as exc:  # the message reaches the plan comment: no server path in it
             why = exc.strerror or type(exc).__name__
             raise WorkspaceError(f"the sandbox's copy of the repository could not be made ({why})") from exc
 
-    def _copy(self) -> None:
+    def _copy(self, mirror: str, scratch: str) -> None:
         remove_scratch(self.scratch)
-        (self.scratch / "objects" / SHARED).mkdir(parents=True)
-        (self.scratch / "objects" / "info").mkdir()
-        (self.scratch / "objects" / "info" / "alternates").write_text(f"{self.mirror / 'objects' / SHARED}\n")
+        os.makedirs(f"{scratch}/objects/{SHARED}")
+        for folder in ("objects/info", "refs", "worktrees"):  # git makes refs/heads and the rest itself
+            os.mkdir(f"{scratch}/{folder}")
+        _write(f"{scratch}/objects/info/alternates", f"{mirror}/objects/{SHARED}\n".encode())
         for name in COPIED:
-            if (self.mirror / name).is_file():
-                shutil.copyfile(self.mirror / name, self.scratch / name)
-        with (self.scratch / "config").open("a") as config:
-            config.write(PRIVATE_CONFIG)
-        for tree in ("refs", "info"):
-            _copy_settled(self.mirror / tree, self.scratch / tree)
-        for name in ("refs/heads", "refs/tags"):
-            (self.scratch / name).mkdir(parents=True, exist_ok=True)
-        if (self.mirror / "packed-refs").is_file():  # after the loose refs: `pack-refs` may be moving them
-            shutil.copyfile(self.mirror / "packed-refs", self.scratch / "packed-refs")
-        admin = Path("worktrees") / self.admin_id
-        shutil.copytree(self.mirror / admin, self.scratch / admin, symlinks=True)
+            try:
+                _write(f"{scratch}/{name}", _read(f"{mirror}/{name}"))
+            except FileNotFoundError:
+                continue
+        _write(f"{scratch}/config", _read(f"{mirror}/config") + PRIVATE_CONFIG.encode())
+        if os.path.isdir(f"{mirror}/info"):
+            _copy_files(f"{mirror}/info", f"{scratch}/info")
+        _copy_refs(mirror, scratch)
+        admin = f"worktrees/{self.admin_id}"  # without the bot's own reflog and ORIG_HEAD
+        _copy_files(f"{mirror}/{admin}", f"{scratch}/{admin}", skip=("logs", "ORIG_HEAD"))
 
     def mounts(self) -> list[str]:
         """The bubblewrap options that show this view (after the worktree's own binds)."""
@@ -95,33 +104,124 @@ class GitView:
         ]  # fmt: skip
 
 
-def _copy_settled(source: Path, target: Path) -> None:
-    """Copy the files under `source` that are not being written (`*.lock`); ones that vanish
-    meanwhile (the bot's git works on other worktrees of the mirror at the same time) are skipped."""
-    for top, _, files in os.walk(source):
-        here = target / Path(top).relative_to(source)
-        here.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            if not name.endswith(".lock"):
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _write(path: str, data: bytes) -> None:
+    fd = os.open(path, _CREATE, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _copy_files(source: str, target: str, *, skip: tuple[str, ...] = ()) -> None:
+    """Copy the folder `source` to `target` (made here), without its files being written (`*.lock`)
+    or what `skip` names; files that vanish meanwhile (the bot's git works on other worktrees
+    of the mirror at the same time) are skipped. Contents only: no modes or times to set afterwards."""
+    os.mkdir(target)
+    with os.scandir(source) as entries:
+        for entry in entries:
+            if entry.name in skip or entry.name.endswith(".lock"):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                _copy_files(entry.path, f"{target}/{entry.name}")
+            elif entry.is_file(follow_symlinks=False):
                 try:
-                    shutil.copyfile(Path(top) / name, here / name)
+                    _write(f"{target}/{entry.name}", _read(entry.path))
                 except FileNotFoundError:
                     continue
+
+
+def _copy_refs(source: str, target: str) -> None:
+    """The branches and tags of `source` into `target` as one `packed-refs`: one file to make
+    instead of one per loose ref and per folder of them. A loose ref wins over its packed entry,
+    as in git; the loose ones are read first (`pack-refs` may be moving them into `packed-refs`
+    meanwhile: read in this order, none is missed). What is no plain commit id (a symbolic ref)
+    stays a loose file. No `pack-refs with:` traits are claimed: git peels what has no `^` line."""
+    loose: dict[bytes, bytes] = {}
+    _read_loose(f"{source}/refs", b"refs", loose)
+    try:
+        packed = _read(f"{source}/packed-refs")
+    except FileNotFoundError:
+        packed = b""
+    entries: dict[bytes, bytes] = {}  # refname → its lines in packed-refs (with a tag's `^` line)
+    owner: bytes | None = None
+    for line in packed.splitlines():
+        if line.startswith(b"^"):
+            if owner is not None:
+                entries[owner] += line + b"\n"
+        elif not line.startswith(b"#") and b" " in line:
+            owner = line.partition(b" ")[2]
+            entries[owner] = line + b"\n"
+    for ref, value in loose.items():
+        if _SHA.fullmatch(value.strip()):
+            entries[ref] = b"%s %s\n" % (value.strip(), ref)
+        else:
+            path = f"{target}/{os.fsdecode(ref)}"
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _write(path, value)
+    _write(f"{target}/packed-refs", b"".join(entries[ref] for ref in sorted(entries)))
+
+
+def _read_loose(folder: str, prefix: bytes, found: dict[bytes, bytes]) -> None:
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            name = prefix + b"/" + os.fsencode(entry.name)
+            if entry.is_dir(follow_symlinks=False):
+                _read_loose(entry.path, name, found)
+            elif not entry.name.endswith(".lock"):
+                try:
+                    found[name] = _read(entry.path)
+                except FileNotFoundError:
+                    continue  # deleted, or moved into packed-refs, meanwhile
 
 
 def remove_scratch(path: Path) -> None:
     """Delete a private copy, whatever a sandbox left in it: symlinks are removed, never
     followed, and directories it made unwritable are opened up first (for a bot that is not root).
     Its sandboxes are gone by then (each dies with its command), so nothing changes it meanwhile."""
-    if path.is_symlink():
-        path.unlink()
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
         return
-    if not path.is_dir():
+    if not stat.S_ISDIR(mode):
+        os.unlink(path)  # a symlink (or a file) in its place
         return
-    path.chmod(stat.S_IRWXU)
-    for top, dirs, _ in os.walk(path):
-        for name in dirs:
-            inner = os.path.join(top, name)
-            if not os.path.islink(inner):
-                os.chmod(inner, stat.S_IRWXU)
-    shutil.rmtree(path)
+    parent = os.open(path.parent, _DIRECTORY)
+    try:
+        _remove_folder(parent, path.name)
+    finally:
+        os.close(parent)
+
+
+def _remove_folder(parent: int, name: str) -> None:
+    """Remove the directory `name` of the open directory `parent`, and all it holds."""
+    try:
+        fd = os.open(name, _DIRECTORY, dir_fd=parent)
+    except PermissionError:  # made unreadable inside: a directory (never a symlink, see callers)
+        os.chmod(name, stat.S_IRWXU, dir_fd=parent)
+        fd = os.open(name, _DIRECTORY, dir_fd=parent)
+    try:
+        if os.fstat(fd).st_mode & stat.S_IRWXU != stat.S_IRWXU:
+            os.chmod(fd, stat.S_IRWXU)
+        with os.scandir(fd) as listed:
+            entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listed]
+        for entry, folder in entries:
+            if folder:
+                _remove_folder(fd, entry)
+            else:
+                os.unlink(entry, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)

@@ -11,7 +11,8 @@ process runs under bubblewrap with:
 - its worktree and its HOME read-write; the worktree's `.git` file and existing `paths.deny`
   matches read-only on top;
 - its worktree's git (`GitView`): the mirror's objects read-only, a private copy of its refs,
-  tags and the worktree's HEAD and index read-write (see `bot.workspace.gitview`);
+  tags and the worktree's HEAD and index read-write (see `bot.workspace.gitview`), made again for
+  each confinement: async code asks for one through `asyncio.to_thread`, never on the event loop;
 - nothing else: not the rest of the data dir, the App's key, other mirrors, other worktrees, the
   server's HOME or working directory.
 
@@ -20,7 +21,9 @@ The environment is given to bubblewrap itself (never as arguments, which `/proc`
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -93,10 +96,20 @@ def _runtime_of(directory: Path) -> list[Path]:
             key, _, value = line.partition("=")
             if key.strip() == "home" and value.strip():
                 found.append(Path(value.strip()).resolve().parent)
-    for program in sorted(directory.glob("python*")) if directory.is_dir() else []:
+    for program in sorted(_pythons(directory)):
         if program.is_symlink():
             found.append(program.resolve().parent.parent)
     return found
+
+
+def _pythons(directory: Path) -> list[Path]:
+    """`python*` in `directory`, listed without `glob` (which builds a path and runs a regex for
+    each of the ~1,000 entries of /usr/bin, for every process a sandbox starts)."""
+    try:
+        with os.scandir(directory) as entries:
+            return [Path(entry.path) for entry in entries if entry.name.startswith("python")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _under_system(path: Path) -> bool:
@@ -164,6 +177,14 @@ class Confinement:
             dirs[:] = [d for d in dirs if not d.is_relative_to(path)] + [path]
 
 
+def _not_on_a_loop() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # a worker thread (or no loop at all): the copy may take its time
+    raise RuntimeError("a confinement with a git view makes a copy of it: call it through asyncio.to_thread")
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """The operator's sandbox policy (`PLAN_CASCADE_SANDBOX`), shared by every untrusted process."""
@@ -208,7 +229,9 @@ class Sandbox:
         """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run.
 
         Confined, the worktree's `git` view is made again now: its processes start from what the
-        bot's git sees, and what earlier ones wrote to their copy of it is gone.
+        bot's git sees, and what earlier ones wrote to their copy of it is gone. That copy is file
+        I/O, so with a `git` view this refuses to run on an event loop's thread (it would hold up
+        every story and webhook meanwhile): call it through `asyncio.to_thread`.
         """
         mode = self.effective(repo_setting)
         problem = self.problem() if mode != "off" else None
@@ -220,6 +243,7 @@ class Sandbox:
             )
         confined = mode != "off" and problem is None
         if confined and git is not None:
+            _not_on_a_loop()
             git.refresh()
         return Confinement(
             confined=confined,

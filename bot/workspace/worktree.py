@@ -10,6 +10,7 @@ the mirror's own records) and the work tree explicitly.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 from collections.abc import Callable
@@ -157,7 +158,7 @@ async def _remove_locked(wt: Worktree) -> None:
     admin = admin_dir(wt.mirror, wt.path) if wt.mirror.exists() else None
     if admin is not None:  # its sandboxes' private copy of its git goes with it (or with the next)
         with contextlib.suppress(OSError):
-            remove_scratch(_view(wt.mirror, admin).scratch)
+            await asyncio.to_thread(remove_scratch, _view(wt.mirror, admin).scratch)
     if wt.mirror.exists():
         removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
     if wt.path.exists():

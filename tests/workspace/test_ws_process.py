@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from bot.workspace import run_process, scrubbed_env
 from tests.processes import live_with_arg, unique_sleep
-from tests.support import bwrap_marker, confined
+from tests.support import audit_threads, bwrap_marker, confined
 
 needs_bwrap = bwrap_marker()
 
@@ -220,6 +221,20 @@ async def test_sandbox_has_no_network(tmp_path: Path, env: dict[str, str]) -> No
     assert open_net.output == "connected\n"  # the probe can tell
     assert sandboxed.exit_code != 0
     assert "connected" not in sandboxed.output
+
+
+@needs_bwrap
+async def test_a_sandboxed_commands_tool_dirs_are_looked_up_off_the_event_loop(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Which directories of PATH to show reads each of them (/usr/bin's ~1,000 entries): the loop,
+    which runs every other story meanwhile, does not wait for that."""
+    with audit_threads("os.scandir", lambda args: str(args[0]) == "/usr/bin") as threads:
+        result = await run_process(
+            "true", cwd=tmp_path, env=env, timeout=30, confinement=confined(tmp_path, tmp_path)
+        )
+    assert result.exit_code == 0
+    assert threads and threading.get_ident() not in threads
 
 
 @needs_bwrap
