@@ -1,7 +1,8 @@
 // Plan Cascade status page: refresh the page's <main> in place every few seconds.
 // The server renders it (one renderer for the first paint and every update, all text escaped
 // there); this script only fetches it with `X-Status-Partial: 1` and swaps it in, keeping
-// which <details> are open. It pauses while the tab is hidden and stops when signed out.
+// which <details> are open; an answer equal to what is shown leaves the page untouched.
+// It pauses while the tab is hidden and stops when signed out.
 (function () {
   "use strict";
   var seconds = Number(document.body.getAttribute("data-refresh")) || 0;
@@ -22,13 +23,15 @@
     var current = document.getElementById("content");
     var parsed = new DOMParser().parseFromString(html, "text/html");
     var fresh = parsed.getElementById("content");
-    if (!current || !fresh) { return; }
+    if (!current || !fresh) { return false; }
     var open = openDetails(current);
-    current.replaceWith(document.adoptNode(fresh));
-    open.forEach(function (id) {
-      var d = document.getElementById(id);
-      if (d) { d.open = true; }
+    fresh.querySelectorAll("details[id]").forEach(function (d) {
+      if (open.indexOf(d.id) !== -1) { d.open = true; }
     });
+    // Nothing changed: keep the page as it is, so a reader's selection and focus survive.
+    if (fresh.innerHTML === current.innerHTML) { return false; }
+    current.replaceWith(document.adoptNode(fresh));
+    return true;
   }
 
   function refresh() {

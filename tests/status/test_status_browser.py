@@ -6,9 +6,9 @@ page is open, and watches the page follow without reloading.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,16 +40,20 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
+def _hostile_plan(now: datetime) -> PlanState:
+    """A plan whose issue title is a script, a broken image and a mention."""
+    return new_plan(
+        repo="octo-org/web", issue=3, prd=three_story_prd(HOSTILE_TITLE), at=now - timedelta(minutes=5)
+    )
+
+
 def _seed(site: Site, now: datetime) -> PlanState:
     """A running plan (whose PR link leads to the loopback GitHub), and a realistic neighbourhood."""
     plan = running_plan("octo-org/shop", 12, title="Greetings for every customer", at=now)
     batch = plan.batches[0].model_copy(update={"pr_url": f"{site.web.url}/octo-org/shop/pull/7"})
     plan = plan.model_copy(update={"batches": [batch, *plan.batches[1:]]})
     write_plan_sqlite(str(site.db), plan)
-    hostile = new_plan(
-        repo="octo-org/web", issue=3, prd=three_story_prd(HOSTILE_TITLE), at=now - timedelta(minutes=5)
-    )
-    write_plan_sqlite(str(site.db), hostile)
+    write_plan_sqlite(str(site.db), _hostile_plan(now))
     done = running_plan("acme/api", 41, title="Paginate the orders endpoint", at=now - timedelta(hours=3))
     for sid in done.stories:
         done = update_story(done, sid, status=StoryStatus.PASSED, attempts=1, cost_usd=0.61)
@@ -107,11 +111,33 @@ def _viewport(driver: Any, width: int, height: int, *, mobile: bool = False) -> 
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
 
 
+def _fresh(read: Any) -> Any:
+    """`read()` again when the page swapped the element out between finding and reading it."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(20):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            continue
+    return read()
+
+
 def _text(driver: Any, css: str) -> str:
     from selenium.webdriver.common.by import By
 
-    found = driver.find_elements(By.CSS_SELECTOR, css)
-    return found[0].text if found else ""
+    def read() -> str:
+        found = driver.find_elements(By.CSS_SELECTOR, css)
+        return str(found[0].text) if found else ""
+
+    return str(_fresh(read))
+
+
+def _next_swap(driver: Any) -> None:
+    """Wait until the live refresh has put a new copy of the page's content in place."""
+    driver.execute_script("window.__content = document.getElementById('content')")
+    swapped = "return document.getElementById('content') !== window.__content"
+    _wait(driver, lambda d: d.execute_script(swapped))
 
 
 def test_signed_in_the_page_follows_a_story_from_running_to_passed_without_reloading(site: Site) -> None:
@@ -145,13 +171,15 @@ def test_a_plan_page_links_its_pull_request_on_github(site: Site) -> None:
     _seed(site, datetime.now(UTC))
     with chromium() as driver:
         _sign_in(driver, site)
-        _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-plan="octo-org/shop#12"] a.title'))
-        driver.find_element(By.CSS_SELECTOR, 'tr[data-plan="octo-org/shop#12"] a.title').click()
+        title = 'tr[data-plan="octo-org/shop#12"] a.title'
+        _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, title))
+        _fresh(lambda: driver.find_element(By.CSS_SELECTOR, title).click())
         _wait(driver, lambda d: d.current_url.endswith("/status/plans/octo-org/shop/12"))
         assert _text(driver, "#plan-title") == "Greetings for every customer"
-        checks = driver.find_element(By.CSS_SELECTOR, 'tr[data-story="STORY-001"] a.check')
-        assert checks.get_attribute("href") == f"{site.web.url}/octo-org/shop/runs/9001"
-        driver.find_element(By.CSS_SELECTOR, "a.pr[data-pr='7']").click()
+        checks = 'tr[data-story="STORY-001"] a.check'
+        href = _fresh(lambda: driver.find_element(By.CSS_SELECTOR, checks).get_attribute("href"))
+        assert href == f"{site.web.url}/octo-org/shop/runs/9001"
+        _fresh(lambda: driver.find_element(By.CSS_SELECTOR, "a.pr[data-pr='7']").click())
         _wait(driver, lambda d: _text(d, "#where") == "/octo-org/shop/pull/7")
     (headers,) = [h for path, h in site.web.requests if path == "/octo-org/shop/pull/7"]
     assert "referer" not in headers, "the status page's address must not leak to GitHub"
@@ -179,7 +207,8 @@ def test_a_wrong_or_missing_token_sees_nothing(site: Site) -> None:
 def test_an_issue_title_with_a_script_and_mentions_renders_as_text(site: Site) -> None:
     from selenium.webdriver.common.by import By
 
-    _seed(site, datetime.now(UTC))
+    now = datetime.now(UTC)
+    _seed(site, now)
     with chromium() as driver:
         _sign_in(driver, site)
         row = 'tr[data-plan="octo-org/web#3"] a.title'
@@ -187,9 +216,39 @@ def test_an_issue_title_with_a_script_and_mentions_renders_as_text(site: Site) -
         assert _text(driver, row) == HOSTILE_TITLE
         driver.get(site.url + "/status/plans/octo-org/web/3")
         assert _text(driver, "#plan-title") == HOSTILE_TITLE
-        title = driver.find_element(By.ID, "plan-title")
-        assert title.find_elements(By.CSS_SELECTOR, "script, img") == []
+
+        def scripts() -> list[Any]:
+            return list(
+                driver.find_element(By.ID, "plan-title").find_elements(By.CSS_SELECTOR, "script, img")
+            )
+
+        assert _fresh(scripts) == []
         assert driver.execute_script("return window.__pwned === undefined")
-        time.sleep(3.5)  # one refresh later: the swapped-in copy is text too
+        hostile = _hostile_plan(now)
+        running = update_story(hostile, "STORY-001", status=StoryStatus.RUNNING, attempts=1)
+        write_plan_sqlite(str(site.db), running.model_copy(update={"version": hostile.version + 1}))
+        _next_swap(driver)  # the plan changed: the page swaps in a new copy, and it is text too
+        assert _text(driver, 'tr[data-story="STORY-001"] [data-field="status"]') == "running"
+        assert _text(driver, "#plan-title") == HOSTILE_TITLE
         assert driver.execute_script("return window.__pwned === undefined")
-        assert driver.find_element(By.ID, "plan-title").find_elements(By.CSS_SELECTOR, "script, img") == []
+        assert _fresh(scripts) == []
+
+
+def test_a_refresh_that_changes_nothing_leaves_the_page_as_it_is(site: Site) -> None:
+    # Last active three days and a half hour ago: "3 d 0 h ago" reads the same for half an hour.
+    at = datetime.now(UTC) - timedelta(days=3, minutes=30)
+    write_plan_sqlite(str(site.db), running_plan("octo-org/quiet", 5, title="Nothing moves", at=at))
+    with chromium() as driver:
+        _sign_in(driver, site)
+        driver.get(site.url + "/status/plans/octo-org/quiet/5")
+        assert _text(driver, 'tr[data-story="STORY-002"] [data-field="status"]') == "running"
+        before = driver.execute_script(
+            "window.__content = document.getElementById('content'); return window.__content.innerHTML"
+        )
+        driver.execute_script("document.getElementById('live').textContent = ''")
+        _wait(driver, lambda d: "updated" in _text(d, "#live"))  # a refresh answered, with the same plan
+        same = "return document.getElementById('content') === window.__content"
+        if not driver.execute_script(same):
+            after = driver.execute_script("return document.getElementById('content').innerHTML")
+            changed = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+            pytest.fail("an unchanged answer replaced the page's content:\n" + "\n".join(changed))
