@@ -14,8 +14,8 @@ from sqlalchemy import func, select, text
 
 from bot.app.server import build_runtime, create_app
 from bot.db.checkpoint import Checkpointer
-from bot.db.engine import sqlite_path
 from bot.db.models import Delivery, Job
+from bot.db.sqlite import sqlite_path
 from bot.runtime.services import Services
 from bot.runtime.webhook import IntakePressure
 from bot.testing.deliveries import encode, load_fixture, signed_headers

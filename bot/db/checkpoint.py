@@ -3,9 +3,10 @@
 In WAL mode a commit appends pages to `<db>-wal`; a checkpoint copies them into the
 database file and syncs it. SQLite's default does that inside whichever commit crosses
 1,000 pages, which under a burst of deliveries makes one delivery's write in every few
-take 10–20 ms instead of 2. The intake's connection turns that off and reports what it
-wrote here instead; past `threshold` bytes a thread of this class's own runs a PASSIVE
-checkpoint (which never blocks writers or readers) on a connection of its own.
+take 10–20 ms instead of 2. The intake's connection and the job queue's turn that off and
+report what they wrote here instead (one `Checkpointer` a `Database`); past `threshold`
+bytes a thread of this class's own runs a PASSIVE checkpoint (which never blocks writers or
+readers) on a connection of its own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import sqlite3
 import threading
 
-from bot.db.engine import sqlite_path, sqlite_pragmas
+from bot.db.sqlite import sqlite_path, sqlite_pragmas
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +34,22 @@ class Checkpointer:
         self._due = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def written(self, nbytes: int) -> None:
-        """Count bytes just committed; past the threshold, wake the checkpoint thread."""
-        self._unchecked += nbytes
-        if self._unchecked < self.threshold or self._stopping:
-            return
-        self._unchecked = 0
+        """Count bytes just committed; past the threshold, wake the checkpoint thread.
+
+        Called from the loop and from the threads the intake's and the queue's writes wait in.
+        """
+        with self._lock:
+            self._unchecked += nbytes
+            if self._unchecked < self.threshold or self._stopping:
+                return
+            self._unchecked = 0
+            self._start()
+        self._due.set()
+
+    def _start(self) -> None:
         if self._thread is None:
             thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
             try:
@@ -48,7 +58,6 @@ class Checkpointer:
                 log.warning("no WAL checkpoint thread: %s", exc)
                 return
             self._thread = thread
-        self._due.set()
 
     def _run(self) -> None:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)

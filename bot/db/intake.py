@@ -28,8 +28,9 @@ from typing import Any
 from sqlalchemy import insert
 
 from bot.db.checkpoint import Checkpointer
-from bot.db.engine import Database, sqlite_path, sqlite_pragmas
+from bot.db.engine import Database
 from bot.db.models import Delivery, Job
+from bot.db.sqlite import sqlite_path, sqlite_pragmas
 
 ROW_BYTES = 200
 """Roughly what a row costs in the write-ahead log besides a job's body."""
@@ -140,7 +141,7 @@ class _SqliteIntake:
     def __init__(self, db: Database, max_batch: int) -> None:
         self.db = db
         self.max_batch = max_batch
-        self.checkpointer = Checkpointer(db.url)
+        self.checkpointer = db.checkpointer or Checkpointer(db.url)  # a SQLite database has one
         self.batches = SqliteBatches(db.url, self.checkpointer)
         self._due: Pending = []
         self._held: Pending = []  # arrived while a batch waits in a thread: written after it
@@ -204,7 +205,6 @@ class _SqliteIntake:
                 self._schedule()
 
     def close(self) -> None:
-        self.checkpointer.close()
         if not self._waiting.locked():  # else the thread still writing owns the connection
             self.batches.close()
 
