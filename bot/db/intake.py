@@ -246,8 +246,9 @@ class SqliteBatches:
             self.conn.execute(f"PRAGMA busy_timeout={self.WAIT_MS if wait else 0}")
             self._waits = wait
         params: list[Any] = []
+        times = _TimeTexts()  # a delivery's four times are one instant: formatted once
         for r in unique.values():
-            params += [r.id, r.event, r.action, r.target, r.outcome, sqlite_time(r.received_at)]
+            params += [r.id, r.event, r.action, r.target, r.outcome, times[r.received_at]]
         values = ",".join(["(?,?,?,?,?,?)"] * len(unique))
         sql = (
             f"INSERT INTO deliveries ({','.join(self.DELIVERY_COLS)}) VALUES {values} "  # noqa: S608 - fixed columns
@@ -262,9 +263,8 @@ class SqliteBatches:
                 fresh = {row[0] for row in cursor.execute(sql, params).fetchall()}
                 jobs = [job for i in fresh if (job := unique[i].job) is not None]
                 if jobs:
-                    cursor.executemany(
-                        insert_jobs, [tuple(sqlite_value(job[c]) for c in self.job_cols) for job in jobs]
-                    )
+                    rows = [tuple(sqlite_value(job[c], times) for c in self.job_cols) for job in jobs]
+                    cursor.executemany(insert_jobs, rows)
                 cursor.execute("COMMIT")
             except BaseException:
                 cursor.execute("ROLLBACK")
@@ -287,9 +287,17 @@ def sqlite_time(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def sqlite_value(value: Any) -> Any:
+class _TimeTexts(dict[datetime, str]):
+    """`sqlite_time` of each instant, computed once (`strftime` was 4 % of the loop under a burst)."""
+
+    def __missing__(self, value: datetime) -> str:
+        text = self[value] = sqlite_time(value)
+        return text
+
+
+def sqlite_value(value: Any, times: _TimeTexts) -> Any:
     if isinstance(value, datetime):
-        return sqlite_time(value)
+        return times[value]
     if isinstance(value, dict):
         return json.dumps(value)
     return value
