@@ -1,6 +1,6 @@
 """Webhook intake benchmark: bursts of signed deliveries at the real server on loopback.
 
-    .venv/bin/python bench/ingest.py [--seconds 5] [--rounds 3] [--concurrency 50]
+    .venv/bin/python bench/ingest.py [--seconds 5] [--rounds 5] [--concurrency 50]
 
 The load comes from `wrk` (Debian package `wrk`), a process of its own. Three servers run, each
 under uvicorn in its own process: the README's `plan-cascade serve` (in-process workers on,
@@ -219,7 +219,7 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--seconds", type=int, default=5, help="length of each wrk burst")
-    parser.add_argument("--rounds", type=int, default=3, help="bursts at each endpoint, in turn")
+    parser.add_argument("--rounds", type=int, default=5, help="bursts at each endpoint, in turn")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("this bench needs wrk (Debian/Ubuntu: apt-get install wrk)")
@@ -276,6 +276,9 @@ def main() -> None:
         f"(target ≥ 50%: {'met' if ratio >= 0.5 else 'missed'}), "
         f"p99 {tail:.1f}× bare (target ≤ 2×: {'met' if tail <= 2 else 'missed'})"
     )
+    for name in ("default", "intake"):
+        per_round = [f"{o[1] / b[1]:.1f}×" for o, b in zip(runs[name], runs["bare"], strict=True)]
+        print(f"{name}: p99 each round against that round's bare: {', '.join(per_round)}")
     done = [r[3] for r in runs["default"]]
     print(
         "queue drained "
