@@ -1,7 +1,8 @@
 // Plan Cascade status page: refresh the page's <main> in place every few seconds.
 // The server renders it (one renderer for the first paint and every update, all text escaped
 // there); this script only fetches it with `X-Status-Partial: 1` and swaps it in, keeping
-// which <details> are open; an answer equal to what is shown leaves the page untouched.
+// which <details> are open; an answer equal to what is shown leaves the page (and the
+// announcement of updates) untouched.
 // It pauses while the tab is hidden and stops when signed out.
 (function () {
   "use strict";
@@ -51,8 +52,13 @@
       return response.text();
     }).then(function (html) {
       if (html !== null) {
-        swap(html);
-        say("updated " + new Date().toLocaleTimeString());
+        var now = new Date();
+        if (swap(html)) {
+          say("updated " + now.toLocaleTimeString());
+        } else if (live) {  // unchanged: nothing to announce (the region is aria-live)
+          if (live.textContent.indexOf("not updated") === 0) { say("live"); }
+          live.setAttribute("data-checked", now.toISOString());
+        }
       }
     }).catch(function (error) {
       say("not updated: " + error.message);

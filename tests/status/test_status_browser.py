@@ -104,6 +104,8 @@ def _sign_in(driver: Any, site: Site, token: str = TOKEN, path: str = "/status")
     driver.get(site.url + path)
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.ID, "sign-in").click()
+    # The form's answer has come (signed in, or refused): a `get` now would not cut it off.
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#content, #login-error"))
 
 
 def _viewport(driver: Any, width: int, height: int, *, mobile: bool = False) -> None:
@@ -245,8 +247,10 @@ def test_a_refresh_that_changes_nothing_leaves_the_page_as_it_is(site: Site) -> 
         before = driver.execute_script(
             "window.__content = document.getElementById('content'); return window.__content.innerHTML"
         )
-        driver.execute_script("document.getElementById('live').textContent = ''")
-        _wait(driver, lambda d: "updated" in _text(d, "#live"))  # a refresh answered, with the same plan
+        driver.execute_script("document.getElementById('live').textContent = 'live'")
+        checked = "return document.getElementById('live').getAttribute('data-checked')"
+        _wait(driver, lambda d: d.execute_script(checked))  # a refresh answered, with the same plan
+        assert _text(driver, "#live") == "live", "an unchanged refresh was announced as an update"
         same = "return document.getElementById('content') === window.__content"
         if not driver.execute_script(same):
             after = driver.execute_script("return document.getElementById('content').innerHTML")
