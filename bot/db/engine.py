@@ -67,11 +67,11 @@ class Database:
                 self._sync = sync_sqlite_engine(self.url)
             if not in_thread:
                 try:
-                    return _in_transaction(self._sync, work, wait=False, written=self.checkpointer)
+                    return _in_transaction(self._sync, work, wait=False, checkpointer=self.checkpointer)
                 except _Busy:
                     pass
             return await asyncio.to_thread(
-                _in_transaction, self._sync, work, wait=True, written=self.checkpointer
+                _in_transaction, self._sync, work, wait=True, checkpointer=self.checkpointer
             )
 
     @asynccontextmanager
@@ -136,7 +136,7 @@ and those of the indexes over the columns it changes."""
 
 
 def _in_transaction(
-    engine: Engine, work: Callable[[Connection], T], *, wait: bool, written: Checkpointer | None
+    engine: Engine, work: Callable[[Connection], T], *, wait: bool, checkpointer: Checkpointer | None
 ) -> T:
     with engine.connect() as conn:
         raw = conn.connection.dbapi_connection  # not through `conn`: that would begin a transaction
@@ -151,8 +151,8 @@ def _in_transaction(
             raise
         result = work(conn)
         conn.commit()
-        if written is not None:
-            written.written(QUEUE_ROW_BYTES * (raw.total_changes - before))  # type: ignore[union-attr]
+        if checkpointer is not None:
+            checkpointer.written(QUEUE_ROW_BYTES * (raw.total_changes - before))  # type: ignore[union-attr]
         return result
 
 

@@ -141,7 +141,9 @@ class _SqliteIntake:
     def __init__(self, db: Database, max_batch: int) -> None:
         self.db = db
         self.max_batch = max_batch
-        self.checkpointer = db.checkpointer or Checkpointer(db.url)  # a SQLite database has one
+        if db.checkpointer is None:  # a SQLite database always has one, closed by its dispose()
+            raise TypeError("the SQLite intake needs a SQLite database")
+        self.checkpointer = db.checkpointer
         self.batches = SqliteBatches(db.url, self.checkpointer)
         self._due: Pending = []
         self._held: Pending = []  # arrived while a batch waits in a thread: written after it
