@@ -87,6 +87,19 @@ def commented(
     return payload
 
 
+def pr_closed(fake: FakeGitHub, number: int, *, repo: str = REPO) -> dict[str, Any]:
+    """A `pull_request.closed` delivery of pull request `number` as the fake GitHub has it now
+    (merged or not), in GitHub's published example."""
+    from bot.testing.fake_github_pulls import pull_data
+
+    payload = copy.deepcopy(load_fixture("pull_request.closed.1"))
+    _repo_fields(payload, repo, fake.repo(repo).clone_url)
+    pull = pull_data(fake, fake.repo(repo), fake.repo(repo).pulls[number])
+    payload["pull_request"] = pull
+    payload["number"] = number
+    return payload
+
+
 class Harness:
     """The server's runtime wired to a FakeGitHub; no network, no threads."""
 

@@ -12,7 +12,7 @@ from bot.llm.scripted import ScriptedLLM
 from bot.plan.state import PlanStatus
 from bot.plan.state_block import decode_state
 from bot.planning.epic import Epic
-from tests.harness import REPO, Harness, commented, labeled
+from tests.harness import REPO, Harness, commented, labeled, pr_closed
 
 
 def story(sid: str, title: str, deps: list[str] | None = None) -> dict[str, Any]:
@@ -150,9 +150,7 @@ async def test_a_child_runs_on_its_dependencies_merged_code_and_the_epic_keeps_a
     tmp_path: Path,
 ) -> None:
     """#3 needs #2: approved first, it waits for #2's PR to be *merged* and then starts by itself."""
-    from bot.testing.deliveries import load_fixture
     from tests.execution_support import agent_script, make_remote
-    from tests.harness import INSTALLATION
 
     async with Harness(tmp_path, execute=True) as h:
         llm = schema_llm()
@@ -200,13 +198,7 @@ async def test_a_child_runs_on_its_dependencies_merged_code_and_the_epic_keeps_a
         assert pulls_of(3) == []
         # #2's PR is merged: #3 starts by itself.
         h.fake.merge_pull(REPO, pull.number)
-        payload = load_fixture("pull_request.closed.1")
-        payload["repository"]["full_name"] = REPO
-        payload["installation"] = {"id": INSTALLATION}
-        payload["pull_request"].update(
-            {"number": pull.number, "merged": True, "body": h.fake.repo(REPO).issues[pull.number].body}
-        )
-        payload["pull_request"]["head"]["ref"] = pull.head_ref
+        payload = pr_closed(h.fake, pull.number)
         await h.deliver("pull_request", payload)
         await h.drain(timeout=180)
         assert len(pulls_of(3)) == 1

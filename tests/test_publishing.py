@@ -9,7 +9,7 @@ import pytest
 from bot.plan.state import PlanStatus, StoryStatus
 from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, git, make_remote, remote_branches
-from tests.harness import REPO, Harness, commented
+from tests.harness import REPO, Harness, commented, pr_closed
 
 PRD = """Two batches.
 
@@ -140,18 +140,11 @@ async def test_merged_batch_prs_complete_the_plan_with_a_summary(h: Harness, tmp
     h.fake.set_file(REPO, ".github/plan-cascade.yml", config(agent_script(tmp_path, "ok.sh", WRITE)))
     await _approve(h)
     pulls = sorted(h.fake.repo(REPO).pulls.values(), key=lambda p: p.number)
-    from bot.testing.deliveries import load_fixture
-    from tests.harness import INSTALLATION
-
     for pull in pulls:
+        # Batch 2's PR was stacked on batch 1's branch: merging batch 1 retargeted it to main.
+        assert pull.base_ref == "main"
         h.fake.merge_pull(REPO, pull.number)
-        payload = load_fixture("pull_request.closed.1")
-        payload["repository"]["full_name"] = REPO
-        payload["installation"] = {"id": INSTALLATION}
-        payload["pull_request"].update(
-            {"number": pull.number, "merged": True, "body": h.fake.repo(REPO).issues[pull.number].body}
-        )
-        payload["pull_request"]["head"]["ref"] = pull.head_ref
+        payload = pr_closed(h.fake, pull.number)
         await h.deliver("pull_request", payload)
         await h.drain()
     state = _state(h)

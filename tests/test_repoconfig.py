@@ -63,6 +63,7 @@ def test_default_values_match_the_public_contract() -> None:
         "backend": "local",
         "workflow": "plan-cascade.yml",
         "runner_timeout_minutes": 60,
+        "auto_rebase": False,
     }
     assert config.limits.model_dump() == {"max_stories": 20, "max_cost_usd": 25.0, "max_tokens": 5_000_000}
     assert config.paths.deny == [".github/workflows/**"]

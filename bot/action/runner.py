@@ -30,8 +30,8 @@ from bot.action.services import InlineJobs, action_services
 from bot.app.wiring import default_router
 from bot.errors import PlanCascadeError
 from bot.handlers.approval import poll_reactions
-from bot.handlers.review import batch_of_pr
 from bot.handlers.session import open_session
+from bot.handlers.stack import batch_of_pr
 from bot.log import log_context, register_secret
 from bot.plan.state import PlanState, StoryStatus
 from bot.runtime.routing import Event

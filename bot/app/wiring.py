@@ -16,7 +16,7 @@ from bot.github.client import GitHubKitPort
 from bot.github.pause import GateRegistry, RateLimitGate
 from bot.github.throttle import Throttle, ThrottleRegistry
 from bot.github.transport import SharedTransport
-from bot.handlers import approval, caches, checks, ci, commands, execution, plan_pr, planning, review
+from bot.handlers import approval, caches, checks, ci, commands, execution, plan_pr, planning, review, stack
 from bot.handlers.approval import EXECUTE_JOB, POLL_JOB, approval_poller
 from bot.handlers.execution import cancel_execution
 from bot.handlers.stale_checks import stale_check_sweeper
@@ -37,6 +37,7 @@ def default_router() -> Router:
             commands.router,
             plan_pr.router,
             review.router,
+            stack.router,
             checks.router,
             ci.router,
             caches.router,
@@ -52,6 +53,7 @@ def default_job_kinds() -> JobKinds:
     kinds.merge(approval.kinds)
     kinds.merge(execution.kinds)
     kinds.merge(review.kinds)
+    kinds.merge(stack.kinds)
     kinds.merge(ci.kinds)
     return kinds
 

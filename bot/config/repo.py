@@ -229,6 +229,9 @@ class ExecutionConfig(_Section):
         "plan-cascade.yml", min_length=1, description="Workflow file run by backend actions."
     )
     runner_timeout_minutes: int = Field(60, ge=1, description="Minutes one Actions run may take.")
+    auto_rebase: bool = Field(
+        False, description="Rebuild batch PRs on the base branch when it moves and they stop merging cleanly."
+    )
 
 
 class LimitsConfig(_Section):

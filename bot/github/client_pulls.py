@@ -170,6 +170,15 @@ class PullsAndChecks:
         items = json_list(resp)
         return PullRequest.from_api(items[0]) if items else None
 
+    async def list_pull_requests(self, repo: str, *, base: str, state: str = "open") -> list[PullRequest]:
+        """Pull requests of this repository into `base` (every page)."""
+        owner, name = split_repo(repo)
+        with github_errors(f"list pull requests into {base} in {repo}"):
+            items = await self._all(
+                self._github.rest.pulls.async_list, owner=owner, repo=name, base=base, state=state
+            )
+        return [PullRequest.from_api(item) for item in items]
+
     async def get_pull_request(self, repo: str, number: int) -> PullRequest:
         owner, name = split_repo(repo)
         with github_errors(f"read pull request {repo}#{number}"):

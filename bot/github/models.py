@@ -123,6 +123,10 @@ class PullRequest(_Lenient):
     base_repo: str = Field(default="", description="`owner/name` the pull request targets.")
     user_login: str = Field(default="", description="Who opened the pull request.")
     node_id: str = Field(default="", description="GraphQL id.")
+    merge_commit_sha: str = Field(default="", description="The commit a merge put on the base branch.")
+    mergeable: bool | None = Field(
+        default=None, description="Whether it merges cleanly; None while GitHub computes it."
+    )
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> PullRequest:
@@ -145,6 +149,8 @@ class PullRequest(_Lenient):
             base_repo=(base.get("repo") or {}).get("full_name") or "",
             user_login=_login(data),
             node_id=data.get("node_id") or "",
+            merge_commit_sha=data.get("merge_commit_sha") or "",
+            mergeable=data.get("mergeable") if isinstance(data.get("mergeable"), bool) else None,
         )
 
 

@@ -23,6 +23,7 @@ from bot.handlers.plan_io import update_plan
 from bot.handlers.planning import plan_issue
 from bot.handlers.review import on_pr_command
 from bot.handlers.session import Session, session_for_event
+from bot.handlers.stack import request_rebase
 from bot.orchestration.scheduler import resume
 from bot.plan import extract_prd_block
 from bot.plan.state import PlanState, PlanStatus, StoryStatus, transition, with_batch
@@ -225,6 +226,17 @@ async def _cancel(session: Session, cmd: Command, author: Author) -> None:
 
     saved = await update_plan(session, loaded, cancelled)
     await session.reply(messages.cancelled(saved.state, removed))
+
+
+@command("rebase")
+async def _rebase(session: Session, cmd: Command, author: Author) -> None:
+    """Every open batch PR onto what it must sit on now: it may run agents (a conflicting story
+    is redone), so the approval rule applies."""
+    verdict = await session.may_start(author.login, author.association, author.type)
+    if not verdict.allowed:
+        await session.refuse(author.login, verdict)
+        return
+    await request_rebase(session, batch=None, reply_on=session.issue)
 
 
 @command("retry")

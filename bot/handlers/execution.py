@@ -18,6 +18,7 @@ from bot.agent.registry import AgentRegistry
 from bot.config.repo import RepoConfig
 from bot.db.models import PlanRecord
 from bot.db.queue import ClaimedJob
+from bot.gates.detect import GateSpec
 from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.epic import child_moved, waiting_for
 from bot.handlers.plan_io import save_plan
@@ -46,6 +47,25 @@ class Running:
 
 def _registry(services: Services) -> dict[str, Running]:
     return services.extras.setdefault("running", {})  # type: ignore[no-any-return]
+
+
+class NoSave:
+    """A scratch run's reporter: gate results go to GitHub as usual, its throwaway state is not saved."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def save(self, state: PlanState, *, important: bool = False) -> PlanState | None:
+        return None
+
+    async def gate_started(self, *, scope: str, gate: GateSpec, head_sha: str, attempt: int) -> object:
+        return await self.inner.gate_started(scope=scope, gate=gate, head_sha=head_sha, attempt=attempt)
+
+    async def gate_finished(self, handle: object, **kwargs: Any) -> None:
+        await self.inner.gate_finished(handle, **kwargs)
+
+    async def message(self, body: str, *, key: str | None = None) -> None:
+        await self.inner.message(body, key=key)
 
 
 def still_wanted(

@@ -11,39 +11,21 @@ from typing import Any
 
 from bot.agent.base import Phase
 from bot.errors import AgentError, GitHubError, WorkspaceError
-from bot.gates.detect import GateSpec
-from bot.handlers.execution import build_run, still_wanted
+from bot.handlers.execution import NoSave, build_run, still_wanted
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session
+from bot.handlers.stack import enqueue_restack
 from bot.orchestration.run import RunSuperseded
 from bot.orchestration.scheduler import batch_branch
 from bot.orchestration.story import _attempts
 from bot.plan import Story
+from bot.plan.stack import is_open
 from bot.plan.state import PlanState, StoryState, StoryStatus, with_batch
 from bot.rendering import messages
 from bot.workspace.git import PushRejected
 from bot.workspace.worktree import add_worktree, changed_files, head_sha, remove_worktree
 
 log = logging.getLogger(__name__)
-
-
-class _NoSave:
-    """Gate results go to GitHub as usual; the throwaway state of a review run is not saved."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def save(self, state: PlanState, *, important: bool = False) -> PlanState | None:
-        return None
-
-    async def gate_started(self, *, scope: str, gate: GateSpec, head_sha: str, attempt: int) -> object:
-        return await self.inner.gate_started(scope=scope, gate=gate, head_sha=head_sha, attempt=attempt)
-
-    async def gate_finished(self, handle: object, **kwargs: Any) -> None:
-        await self.inner.gate_finished(handle, **kwargs)
-
-    async def message(self, body: str, *, key: str | None = None) -> None:
-        await self.inner.message(body, key=key)
 
 
 async def review_context(
@@ -119,7 +101,7 @@ async def apply_review_fix(
         }
     )
     wanted = still_wanted(session, loaded.state.plan_hash, fix_batch=batch, ci=ci_loop)
-    run = replace(base_run, state=scratch, reporter=_NoSave(base_run.reporter), still_wanted=wanted)
+    run = replace(base_run, state=scratch, reporter=NoSave(base_run.reporter), still_wanted=wanted)
     await run.mirror.fetch()  # clones a missing mirror
     remote = await run.mirror.remote_sha(branch)
     if remote is None or (record.head_sha and remote != record.head_sha):
@@ -144,7 +126,10 @@ async def apply_review_fix(
             except PushRejected:
                 await _hands_off(session, pr_number, branch, loaded, batch)
                 return None, "someone else pushed to the branch"
-            await update_plan(session, loaded, functools.partial(_with_head, batch=batch, head=after))
+            loaded = await update_plan(
+                session, loaded, functools.partial(_with_head, batch=batch, head=after)
+            )
+            await _flow_up(session, loaded.state, batch=batch, pr_number=pr_number)
         if announce:
             await session.port.create_issue_comment(
                 session.repo, pr_number, body=_reply(result, changed, after != before)
@@ -164,6 +149,16 @@ async def apply_review_fix(
     finally:
         await remove_worktree(wt)
         shutil.rmtree(home, ignore_errors=True)
+
+
+async def _flow_up(session: Session, state: PlanState, *, batch: int, pr_number: int) -> None:
+    """A fix pushed to batch `batch`: the open batches stacked on it are rebuilt on top of it."""
+    assert session.config is not None
+    if session.config.execution.stacking != "stacked":
+        return
+    if any(is_open(b) for b in state.batches[batch:]):
+        cause = f"after the fix pushed to batch {batch} (#{pr_number})"
+        await enqueue_restack(session, start=batch + 1, reason="fix", cause=cause)
 
 
 def _fix_story(batch: int, text: str, files: list[str], *, ci: bool) -> Story:

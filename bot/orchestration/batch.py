@@ -111,7 +111,7 @@ async def _finish_merge(
     if push is not None and merged and not await push(head):
         return BatchOutcome(branch=wt.branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
     if run.config.gates.integration and merged:
-        integration = await _integration_gates(run, wt, head, batch)
+        integration = await integration_gates(run, wt, head, batch)
     return BatchOutcome(
         branch=wt.branch, head_sha=head, merged=merged, failed=failed, integration=integration
     )
@@ -159,7 +159,8 @@ async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str
     return run.state.stories[story_id].status == StoryStatus.PASSED
 
 
-async def _integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> list[GateResult]:
+async def integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> list[GateResult]:
+    """Setup and the shared gates on a batch's merged head `head`, checked out in `wt`."""
     root = wt.path
     specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
     if not specs and not run.state.setup:

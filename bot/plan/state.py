@@ -113,7 +113,21 @@ class BatchState(BaseModel):
     pr_number: int | None = None
     pr_url: str | None = None
     head_sha: str | None = None
-    merged: bool = False
+    merged: bool = Field(
+        default=False, description="Delivered: its pull request was merged into the plan's base branch."
+    )
+    merged_head: str | None = Field(
+        default=None, description="The head GitHub merged: what the next batch is rebuilt from."
+    )
+    merged_into: str | None = Field(
+        default=None, description="The branch its PR was merged into when that was not the base branch."
+    )
+    stack_note: str | None = Field(
+        default=None, description="What the bot last did to keep the PR on its base (restack, conflicts)."
+    )
+    rebased_onto: str | None = Field(
+        default=None, description="The base commit the branch was last rebuilt on (auto_rebase: once each)."
+    )
     draft: bool = False
     hands_off: bool = Field(
         default=False, description="Someone else pushed to the branch: the bot leaves it."

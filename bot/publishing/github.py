@@ -176,7 +176,7 @@ class GitHubPublisher:
 
         async def push(head: str) -> bool:
             remote = await run.mirror.remote_sha(branch)
-            if remote is not None and remote != record.head_sha and not await _authored_by_bot(run, remote):
+            if remote is not None and remote != record.head_sha and not await authored_by_bot(run, remote):
                 return False
             if remote != head:
                 await run.mirror.push(branch, expected_remote_sha=remote, force=True)
@@ -365,7 +365,7 @@ async def write_rollup(
         log.warning("could not write the roll-up check of batch %s: %s", batch, exc.message)
 
 
-async def _authored_by_bot(run: Run, sha: str) -> bool:
+async def authored_by_bot(run: Run, sha: str) -> bool:
     """Whether the remote branch head is a commit we made (after a crash before saving state)."""
     try:
         await run.mirror.fetch()

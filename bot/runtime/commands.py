@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-COMMANDS = ("plan", "approve", "revise", "cancel", "status", "retry", "skip", "fix", "ask", "help")
+COMMANDS = (
+    "plan", "approve", "revise", "cancel", "status", "retry", "skip", "fix", "rebase", "ask", "help",
+)  # fmt: skip
 PREFIX = "/plan-cascade"
 _STORY = re.compile(r"^[A-Z][A-Z0-9]*-\d{3}$")
 _REVISION = re.compile(r"^[0-9a-f]{7,64}$")

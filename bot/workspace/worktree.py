@@ -142,6 +142,23 @@ async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path,
     return Worktree(path=path, branch=branch, mirror=mirror)
 
 
+async def add_detached(mirror: Mirror, *, path: Path, ref: str) -> Worktree:
+    """A worktree at ``path`` on no branch, at ``ref``: history is rebuilt in it commit by
+    commit, and the caller moves whatever branch it rebuilt once it is whole."""
+    async with mirror.worktree_lock:
+        mirror.exclude_environments()
+        if (path / ".git").exists():
+            await _remove_locked(Worktree(path=path, branch="", mirror=mirror))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        args = ("worktree", "add", "--detach", str(path), ref)
+        try:
+            await mirror.git(*args)
+        except WorkspaceError:
+            await mirror.git("worktree", "prune")
+            await mirror.git(*args)
+    return Worktree(path=path, branch="", mirror=mirror)
+
+
 async def _branch_exists(mirror: Mirror, branch: str) -> bool:
     found = await mirror.git("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
     return found.returncode == 0
