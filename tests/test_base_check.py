@@ -184,3 +184,40 @@ def test_no_base_check_when_nothing_would_run_there(tmp_path: Path) -> None:
     assert needs_base_check(make_run(tmp_path, remote, approved_state(prd), gated))
     with_setup = approved_state(prd).model_copy(update={"setup": ["true"]})
     assert needs_base_check(make_run(tmp_path, remote, with_setup, config_for(script)))
+
+
+async def test_turning_strict_on_does_not_keep_the_lenient_base_judgement(tmp_path: Path) -> None:
+    """Issue #37: the base check was cached by the base commit, setup and the gates it had run:
+    turning `gates.strict` on (on the default branch, while the plan's `execution.base_branch`
+    stays where it was) kept the lenient judgement, so a configured gate failing on the base
+    stayed `neutral` although it now had to pass outright."""
+    from bot.gates.report import GateResult, conclusion
+    from bot.orchestration.basecheck import check_base
+    from bot.orchestration.judging import base_judge
+    from tests.execution_support import agent_script, approved_state, config_for, make_remote, make_run
+    from tests.test_publishing import PRD as PUBLISHING_PRD
+
+    prd = PUBLISHING_PRD.split("```prd\n")[1].split("```")[0]
+    remote = make_remote(tmp_path)
+    script = agent_script(tmp_path, "agent.sh", "true\n")
+    gate = "gates:\n  detect: false\n  test: echo 1 known failure; exit 1\n"
+    lenient = make_run(tmp_path, remote, approved_state(prd), config_for(script, gate))
+    await lenient.mirror.ensure()
+    await lenient.mirror.fetch()
+    await check_base(lenient)
+    assert lenient.base_pending is not None
+    checked = await lenient.base_pending
+    assert [(g.name, g.conclusion) for g in checked.gates] == [("test", "failure")]
+
+    strict = config_for(script, gate + "  strict: true\n")
+    run = make_run(tmp_path, remote, lenient.state, strict)
+    again = await check_base(run)
+    if run.base_pending is not None:
+        again = await run.base_pending
+    assert again.gates == [], "the cached lenient base check was kept"
+    failed = GateResult(
+        name="test", command="echo 1 known failure; exit 1", exit_code=1, output="1 known failure\n", duration_s=1
+    )
+    judge = base_judge(run, tmp_path)
+    judged = await judge(failed) if judge is not None else failed
+    assert conclusion(judged) == "failure" and judged.judged is None
