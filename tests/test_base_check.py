@@ -184,3 +184,97 @@ def test_no_base_check_when_nothing_would_run_there(tmp_path: Path) -> None:
     assert needs_base_check(make_run(tmp_path, remote, approved_state(prd), gated))
     with_setup = approved_state(prd).model_copy(update={"setup": ["true"]})
     assert needs_base_check(make_run(tmp_path, remote, with_setup, config_for(script)))
+
+
+async def test_turning_strict_on_does_not_keep_the_lenient_base_judgement(tmp_path: Path) -> None:
+    """Issue #37: the base check was cached by the base commit, setup and the gates it had run:
+    turning `gates.strict` on (on the default branch, while the plan's `execution.base_branch`
+    stays where it was) kept the lenient judgement, so a configured gate failing on the base
+    stayed `neutral` although it now had to pass outright."""
+    from bot.gates.report import GateResult, conclusion
+    from bot.orchestration.basecheck import check_base
+    from bot.orchestration.judging import base_judge
+    from tests.execution_support import agent_script, approved_state, config_for, make_remote, make_run
+    from tests.test_publishing import PRD as PUBLISHING_PRD
+
+    prd = PUBLISHING_PRD.split("```prd\n")[1].split("```")[0]
+    remote = make_remote(tmp_path)
+    script = agent_script(tmp_path, "agent.sh", "true\n")
+    gate = "gates:\n  detect: false\n  test: echo 1 known failure; exit 1\n"
+    lenient = make_run(tmp_path, remote, approved_state(prd), config_for(script, gate))
+    await lenient.mirror.ensure()
+    await lenient.mirror.fetch()
+    await check_base(lenient)
+    assert lenient.base_pending is not None
+    checked = await lenient.base_pending
+    assert [(g.name, g.conclusion) for g in checked.gates] == [("test", "failure")]
+
+    strict = config_for(script, gate + "  strict: true\n")
+    run = make_run(tmp_path, remote, lenient.state, strict)
+    again = await check_base(run)
+    if run.base_pending is not None:
+        again = await run.base_pending
+    assert again.gates == [], "the cached lenient base check was kept"
+    failed = GateResult(
+        name="test",
+        command="echo 1 known failure; exit 1",
+        exit_code=1,
+        output="1 known failure\n",
+        duration_s=1,
+    )
+    judge = base_judge(run, tmp_path)
+    judged = await judge(failed) if judge is not None else failed
+    assert conclusion(judged) == "failure" and judged.judged is None
+
+
+GO_PROJECT = {
+    "README.md": "# calc\n",
+    "go.mod": "module example.com/calc\n\ngo 1.19\n",
+    "calc/calc.go": (
+        "package calc\n\nfunc Add(a, b int) int { return a + b }\n\nfunc Sub(a, b int) int { return a + b }\n"
+    ),
+    "calc/calc_test.go": (
+        'package calc\n\nimport (\n\t"os"\n\t"testing"\n\t"time"\n)\n\n'
+        'func TestAdd(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal("add")\n\t}\n}\n\n'
+        "func TestSub(t *testing.T) {\n"
+        # A run's timings differ from the base's, as they do on any real machine: here surely.
+        '\tif _, err := os.Stat("../story-001.txt"); err == nil {\n'
+        "\t\ttime.Sleep(300 * time.Millisecond)\n\t}\n"
+        '\tif Sub(3, 2) != 1 {\n\t\tt.Fatalf("Sub(3, 2) = %d", Sub(3, 2))\n\t}\n}\n'
+    ),
+    "util/util.go": "package util\n\nfunc Twice(a int) int { return 2 * a }\n",
+    "util/util_test.go": (
+        'package util\n\nimport "testing"\n\n'
+        'func TestTwice(t *testing.T) {\n\tif Twice(2) != 4 {\n\t\tt.Fatal("twice")\n\t}\n}\n'
+    ),
+}
+
+
+@needs_bwrap
+@pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed")
+async def test_a_go_base_with_a_failing_test_is_neutral_on_an_unchanged_story_and_fails_a_broken_one(
+    tmp_path: Path,
+) -> None:
+    """Issue #41: go test's `FAIL<tab>pkg<tab>0.003s` was read as a test id with its timing, so the
+    base's own failing `TestSub` was new in every story. Setup and gates are detected, as on a
+    real Go project (`go mod download`, `go vet ./...`, `go test ./...`)."""
+    agent = (
+        'echo done > "$2/$id.txt"\n'
+        'if [ "$1" = STORY-002 ]; then sed -i "s/2 \\* a/3 * a/" "$2/util/util.go"; fi\n'
+    )
+    async with Harness(tmp_path, execute=True) as h:
+        await plan_and_run(h, tmp_path, GO_PROJECT, agent=agent, extra="gates:\n  max_retries: 0\n")
+        state = decode_state(h.plan_comments(1)[0].body)
+        assert state is not None and state.base_check is not None
+        assert state.setup == ["go mod download"]
+        base = {g.name: g for g in state.base_check.gates}
+        assert base["typecheck"].conclusion == "success"
+        assert base["test"].conclusion == "failure" and base["test"].failures
+        first, second = state.stories["STORY-001"], state.stories["STORY-002"]
+        assert first.status == StoryStatus.PASSED, first.reason
+        assert first.gates["test"] == "neutral"
+        assert second.status == StoryStatus.FAILED
+        assert second.gates["test"] == "failure"
+        [failed] = check_runs(h)["plan-cascade / STORY-002 / test"]
+        assert "--- FAIL: TestTwice" in failed.output["summary"]
+        assert "not on main@" in failed.output["summary"]

@@ -1,100 +1,51 @@
 """Judging a gate against the base: a story fails a gate only by making it worse. Pure.
 
-On the unchanged base every gate runs once (see `orchestration.basecheck`). Its failures are
-read from the tool's own output and kept as digests:
+On the unchanged base every gate runs once (see `orchestration.basecheck`); what its failures
+were is kept three ways (`gates.failures`): item by item where the output names them, the
+tools' own counts, and a fingerprint of the whole output. A story's result is then judged, and
+the rule **fails closed**: a gate that fails on the base holds a story back unless the story's
+result is provably no worse.
 
-- tests by id: pytest's `FAILED`/`ERROR` summary lines (`tests/test_x.py::test_y`), jest's
-  and vitest's `●`/`✕`/`FAIL` lines, TAP's `not ok` lines (node's test runner);
-- type and lint errors by file, code and message, counted (mypy, ruff, tsc, eslint): a line
-  number moves whenever a story edits above it, so it is not part of the identity, but a
-  second error of the same kind in the same file counts as new.
+1. A gate that passes on the base must pass; one that passes now is `success`.
+2. A run cut short proves nothing: a story's gate that times out fails, and so does one whose
+   base timed out (there is nothing to compare with).
+3. Failures itemised on both sides: any the base does not have fails the story (a jest suite
+   that fails to run is a failure of its file), and so does a count of the tools' own summaries
+   that grew. The base's itemised and the story's not: the story broke the runner, it fails.
+4. Otherwise the story is no worse only when the counts of the same summaries did not grow, or
+   when it exited as the base did and printed the same (timings, paths and hashes aside).
 
-Then a story's result is judged: a gate that passes on the base must pass; one that fails on
-the base fails the story only with failures the base does not have. When the output cannot
-be compared (no failure the parsers know), the gate is `neutral` and says what the base had.
+A failing gate that is provably no worse is `neutral` and says what the base had.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections import Counter
 
-from bot.gates.annotations import parse_eslint, parse_mypy, parse_ruff, parse_tsc, strip_ansi
+from bot.gates.failures import counts, failure_lines, failures, fingerprint, grown, headline
 from bot.gates.report import GateResult, conclusion
 from bot.plan.baseline import BaseGate, describe
 
-MAX_FAILURES = 3000
-"""Failures kept per gate; a base with more is not compared (its gate is neutral)."""
-_PYTEST = re.compile(r"^(?:FAILED|ERROR) (?P<id>\S.*?\.py(?:::.+?)?)(?: - .*)?$")
-_JEST = re.compile(r"^\s*(?:●|✕|×|FAIL)\s+(?P<id>\S.*?)(?:\s+\(\d+(?:\.\d+)? ?m?s\))?$")
-_TAP = re.compile(r"^\s*not ok \d+ (?:- )?(?P<id>.+?)(?:\s+#.*)?$")
-_NOT_A_TEST = ("Test suite failed to run", "Console")
-_HEADLINES = (
-    re.compile(
-        r"^=*\s*(?P<h>(?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|warnings?|deselected)"
-        r"(?:, )?)+ in [\d.]+s(?: \([^)]*\))?)\s*=*$"
-    ),
-    re.compile(r"^(?P<h>Found \d+ errors? in \d+ files? \(checked \d+ source files?\))$"),
-    re.compile(r"^(?P<h>Success: no issues found in \d+ source files?)$"),
-    re.compile(r"^(?P<h>Found \d+ errors?\.?)(?: \(.*\))?$"),
-    re.compile(r"^(?P<h>All checks passed!)$"),
-    re.compile(r"^Tests:\s+(?P<h>.+)$"),
-    re.compile(r"^# (?P<h>(?:pass|fail) \d+)$"),
-    re.compile(r"^(?P<h>no tests ran in [\d.]+s)$"),
-)
+JUDGING_VERSION = 2
+"""Part of the base check's key: a base check kept under older rules is done again."""
+READ_BY = "pytest, jest, vitest, TAP, go test, cargo test, mypy, ruff, tsc, eslint, rustc, go vet"
+"""Whose failures are itemised (for the verdict that says they could not be)."""
 
-
-def _digest(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def failures(output: str, *, root: str | None = None) -> list[str] | None:
-    """Digests of the failures `output` reports (repeats kept); None when it reports none we know."""
-    text = strip_ansi(output)
-    keys: list[str] = []
-    for line in text.splitlines():
-        line = line.rstrip()
-        for kind, pattern in (("test", _PYTEST), ("test", _JEST), ("test", _TAP)):
-            match = pattern.match(line)
-            if match and not match["id"].startswith(_NOT_A_TEST):
-                keys.append(f"{kind}:{_relative(match['id'].strip(), root)}")
-                break
-    for parser in (parse_mypy, parse_ruff, parse_tsc, parse_eslint):
-        for note in parser(text, root=root):
-            if note.annotation_level == "failure" or parser is parse_ruff:
-                keys.append(f"error:{note.path}|{note.title}|{' '.join(note.message.split())}")
-    if not keys or len(keys) > MAX_FAILURES:
-        return None
-    return sorted(_digest(key) for key in keys)
-
-
-def _relative(test_id: str, root: str | None) -> str:
-    if root and test_id.startswith(root.rstrip("/") + "/"):
-        return test_id[len(root.rstrip("/")) + 1 :]
-    return test_id
-
-
-def headline(output: str) -> str:
-    """The tool's own one-line summary (`3 failed, 209 passed in 2.1s`), or ''."""
-    for line in reversed(strip_ansi(output).splitlines()[-60:]):
-        line = line.strip()
-        for pattern in _HEADLINES:
-            match = pattern.match(line)
-            if match:
-                return match["h"].strip()[:120]
-    return ""
+__all__ = ["JUDGING_VERSION", "base_gate", "failures", "headline", "judge", "new_failures"]
 
 
 def base_gate(result: GateResult, *, root: str | None) -> BaseGate:
     """What the base check keeps of one gate's result on the base."""
+    failed = not result.passed
     return BaseGate(
         name=result.name,
         command=result.command,
         conclusion=conclusion(result),
         exit_code=result.exit_code,
         headline=headline(result.output),
-        failures=None if result.passed else failures(result.output, root=root),
+        failures=failures(result.output, root=root) if failed else None,
+        counts=counts(result.output) if failed else None,
+        fingerprint=fingerprint(result.output, root=root) if failed else None,
     )
 
 
@@ -110,27 +61,86 @@ def judge(
         return _verdict(result, "failure", f"passes on {label}, fails here")
     if result.passed:
         return _verdict(result, "success", f"passes here (fails on {label}: {describe(base)})")
-    if result.timed_out and base.conclusion != "timed_out":
-        return _verdict(result, "failure", f"times out here, finishes on {label} ({describe(base)})")
-    mine = failures(result.output, root=root)
-    if base.failures is not None and mine is None:
+    if result.timed_out:
+        if base.conclusion != "timed_out":
+            return _verdict(result, "failure", f"times out here, finishes on {label} ({describe(base)})")
         return _verdict(
             result,
             "failure",
-            f"no longer reports its failures as on {label} (exit {result.exit_code} here, "
+            f"times out here as on {label}: a run cut short cannot be shown to be no worse "
+            f"(make it finish on {label}, or raise `gates.timeout_seconds`)",
+        )
+    if base.conclusion == "timed_out":
+        return _verdict(
+            result,
+            "failure",
+            f"fails here ({_exit(result.exit_code)}); on {label} it timed out, so there is "
+            "nothing to show it is no worse",
+        )
+    mine = failures(result.output, root=root)
+    grew = grown(base.counts, counts(result.output))
+    if base.failures is not None:
+        return _itemised(result, base, mine, grew, root=root, label=label)
+    if grew == []:
+        return _verdict(
+            result,
+            "neutral",
+            f"fails on {label} too ({describe(base)}); its failures cannot be told apart, but "
+            "its own summary counts no more of them: not held against the story",
+        )
+    same_exit = result.exit_code == base.exit_code
+    if same_exit and base.fingerprint == fingerprint(result.output, root=root):
+        return _verdict(
+            result,
+            "neutral",
+            f"fails exactly as on {label} ({_exit(result.exit_code)}, the same output): "
+            "not held against the story",
+        )
+    why = "; ".join(
+        [
+            *([] if same_exit else [f"{_exit(result.exit_code)} here, {_exit(base.exit_code)} there"]),
+            *(grew or []),
+            *(["its output differs"] if same_exit else []),
+        ]
+    )
+    return _verdict(
+        result,
+        "failure",
+        f"fails on {label} too ({describe(base)}), but its failures cannot be compared one by one "
+        f"(failures are itemised from {READ_BY}) and this run is not provably no worse: {why}",
+    )
+
+
+def _itemised(
+    result: GateResult,
+    base: BaseGate,
+    mine: list[str] | None,
+    grew: list[str] | None,
+    *,
+    root: str | None,
+    label: str,
+) -> GateResult:
+    """The verdict when the base's failures are itemised."""
+    if mine is None:
+        return _verdict(
+            result,
+            "failure",
+            f"no longer reports its failures as on {label} ({_exit(result.exit_code)} here, "
             f"{describe(base)} there)",
         )
-    if base.failures is None or mine is None:
-        return _verdict(
-            result, "neutral", f"fails on {label} too ({describe(base)}): not held against the story"
-        )
-    new = Counter(mine) - Counter(base.failures)
+    new = Counter(mine) - Counter(base.failures or [])
     if new:
         count = sum(new.values())
         lines = new_failures(result, base, root=root)
         shown = ("; new: " + " | ".join(" ".join(line.split()) for line in lines[:5]))[:600] if lines else ""
         return _verdict(
             result, "failure", f"{count} failure(s) not on {label} ({describe(base)} there){shown}"
+        )
+    if grew:
+        return _verdict(
+            result,
+            "failure",
+            f"its own summary counts more failures than on {label} ({'; '.join(grew)})",
         )
     return _verdict(
         result,
@@ -144,16 +154,11 @@ def new_failures(result: GateResult, base: BaseGate | None, *, root: str | None)
     """The lines of `result`'s output that report failures the base does not have (for the agent)."""
     if base is None or base.failures is None:
         return []
-    known = Counter(base.failures)
-    lines = []
-    for line in strip_ansi(result.output).splitlines():
-        digests = failures(line, root=root) or []
-        fresh = [d for d in digests if known[d] <= 0]
-        if fresh:
-            lines.append(line.rstrip())
-        for digest in digests:
-            known[digest] -= 1
-    return lines
+    return failure_lines(result.output, base.failures, root=root)
+
+
+def _exit(code: int | None) -> str:
+    return "no exit status" if code is None else f"exit {code}"
 
 
 def _verdict(result: GateResult, verdict: str, note: str) -> GateResult:

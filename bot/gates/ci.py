@@ -175,7 +175,9 @@ def rollup_verdict(
 ) -> tuple[str, str]:
     """The roll-up `plan-cascade` check of a batch: its conclusion and a title that says why.
 
-    Never green when nothing ran: a batch whose stories ran no gate at all is `neutral`.
+    Green only when every gate ran and passed outright. A batch whose stories ran no gate at
+    all is `neutral`, and so is one where a gate was `neutral` (it fails on the base too and
+    was judged no worse there): the title says how many and which.
     """
     ids = state.batches_ids()[batch - 1]
     missing = [sid for sid in ids if sid not in merged]
@@ -201,7 +203,16 @@ def rollup_verdict(
     title = f"Batch {batch}: {len(merged)} of {len(ids)} stories merged"
     if causes:
         return "failure", f"{title}; " + ", ".join(dict.fromkeys(causes))
-    ran = bool(integration) or any(state.stories[sid].gates for sid in merged)
-    if not ran:
+    gates = [(n, c) for sid in merged for n, c in state.stories[sid].gates.items()]
+    gates += [(n, c) for n, c in integration.items()]
+    if not gates:
         return "neutral", f"{title}; no gate ran, so nothing was checked"
+    neutral = [n for n, c in gates if c == "neutral"]
+    if neutral:
+        names = ", ".join(dict.fromkeys(neutral))
+        base = state.base_check.base_label if state.base_check and state.base_check.base_label else "the base"
+        return "neutral", (
+            f"{title}; {len(neutral)} of {len(gates)} gates neutral, not passed ({names}: they fail on "
+            f"{base} too and were judged no worse), none failed"
+        )
     return "success", f"{title}; every gate passed"

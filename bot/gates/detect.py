@@ -18,11 +18,14 @@ the first one that offers a gate of a kind wins it, so a repository gets at most
 ``typecheck``, one ``test`` and one ``lint`` gate, always in that order. Configure a
 command to choose differently.
 
-Rust: ``cargo test`` is always a gate. ``cargo clippy -- -D warnings`` becomes the lint
-gate only when the repository shows it cares about clippy (a ``clippy.toml`` /
-``.clippy.toml`` or a ``[lints.clippy]`` / ``[workspace.lints.clippy]`` table). With
-``-D warnings`` any pre-existing warning on the base branch would fail every story,
-and without it clippy adds nothing to what ``cargo test`` already compiles.
+Rust: ``cargo test --no-fail-fast`` is always a gate: without ``--no-fail-fast`` cargo stops at
+the first test binary that fails, so on a base with a failing unit test a story's broken
+integration test would never run, and the story would look no worse than the base.
+``cargo clippy -- -D warnings`` becomes the lint gate only when the repository shows it
+cares about clippy (a ``clippy.toml`` / ``.clippy.toml`` or a ``[lints.clippy]`` /
+``[workspace.lints.clippy]`` table). With ``-D warnings`` any pre-existing warning on the
+base branch would fail every story, and without it clippy adds nothing to what
+``cargo test`` already compiles.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ def _node_gates(view: RepoView) -> dict[str, str]:
 def _rust_gates(view: RepoView) -> dict[str, str]:
     if not view.has("Cargo.toml"):
         return {}
-    gates = {"test": "cargo test"}
+    gates = {"test": "cargo test --no-fail-fast"}
     cargo = view.toml("Cargo.toml")
     wants_clippy = (
         view.has("clippy.toml")

@@ -3,8 +3,9 @@
 A gate that already fails on the default branch says nothing about a story; setup that fails
 there is nobody's story's fault. So the plan's setup and gates run in a worktree of the base,
 in the same sandbox as a story's, and what they showed is kept in the plan state (`base_check`),
-keyed by the base commit, the setup commands and the gate commands: a resumed or retried plan on
-the same base does not run it again.
+keyed by the base commit, the setup commands, the gate settings (`gates.strict` among them) and
+the version of the judging rules: a resumed or retried plan on the same base with the same
+settings does not run it again; any change runs it anew.
 
 - Setup runs first, before any agent: when it fails on the base, the plan stops there
   (`/plan-cascade retry` after a fix tries again). When it passes, the environment it made is
@@ -24,10 +25,12 @@ import json
 import logging
 from pathlib import Path
 
-from bot.gates.baseline import base_gate
+from bot.config.repo import GatesConfig
+from bot.gates.baseline import JUDGING_VERSION, base_gate
 from bot.gates.detect import GateSpec
 from bot.gates.run import run_gate
 from bot.orchestration.envcopy import keep_base_environment, reuse_base_environment, setup_wrote
+from bot.orchestration.judging import passed_outright
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.setup import gate_confinement, prepare, tool_env
 from bot.orchestration.story import cleanup, gate_specs
@@ -41,17 +44,18 @@ SETUP_TAIL_CHARS = 3000
 
 def base_specs(run: Run, root: Path) -> list[GateSpec]:
     """The gates judged against the base: all of them, or only detected ones with `gates.strict`."""
-    g = run.config.gates
-    configured = {"typecheck": g.typecheck, "test": g.test, "lint": g.lint}
-    specs = gate_specs(run, None, root)
-    if not g.strict:
-        return specs
-    return [s for s in specs if s.kind in configured and configured[s.kind] is None]
+    outright = passed_outright(run)
+    return [s for s in gate_specs(run, None, root) if s.name not in outright]
 
 
-def check_key(base_sha: str, setup: list[str], specs: list[GateSpec]) -> str:
-    """What a base check depends on: the commit, the setup commands, the gate commands."""
-    data = json.dumps([base_sha, setup, [[s.name, s.command] for s in specs]])
+def check_key(base_sha: str, setup: list[str], gates: GatesConfig) -> str:
+    """What a base check depends on: the commit, the setup commands, the gate settings (which
+    gates there are and whether configured ones are judged at all: `gates.strict`), and the
+    rules that read the gates' output. The gates detected follow from the commit and these."""
+    judged = gates.model_dump(
+        mode="json", include={"typecheck", "test", "lint", "custom", "detect", "strict"}
+    )
+    data = json.dumps([JUDGING_VERSION, base_sha, setup, judged, gates.timeout_seconds], sort_keys=True)
     return hashlib.sha256(data.encode()).hexdigest()[:32]
 
 
@@ -81,17 +85,17 @@ async def check_base(run: Run) -> BaseCheck:
     path = run.work_root / "base-check"
     home = run.work_root / ".home-base-check"
     branch = f"{run.branch_prefix}/base-check"
-    if cached is not None and cached.base_sha == base_sha and not cached.setup_failed:
-        # Same commit and setup: the same gates are detected there, with the same results.
-        if cached.key == check_key(base_sha, run.state.setup, _cached_specs(run, cached)):
-            log.info("%s: base check of %s is cached", run.state.key, label)
-            return cached
+    key = check_key(base_sha, run.state.setup, run.config.gates)
+    if cached is not None and cached.key == key and not cached.setup_failed:
+        # Same commit, setup and gate settings: the same gates are detected there, with the same results.
+        log.info("%s: base check of %s is cached", run.state.key, label)
+        return cached
     home.mkdir(parents=True, exist_ok=True)
     worktree = Worktree(path=path, branch=branch, mirror=run.mirror)
     try:
         worktree = await add_worktree(run.mirror, branch=branch, base_ref=base_sha, path=path, reset=True)
         specs = base_specs(run, worktree.path)
-        check, kept = await _run_setup(run, worktree, home, base_sha=base_sha, label=label, specs=specs)
+        check, kept = await _run_setup(run, worktree, home, key=key, base_sha=base_sha, label=label)
     except BaseException:
         await cleanup(worktree, home)
         raise
@@ -102,21 +106,17 @@ async def check_base(run: Run) -> BaseCheck:
     return await _saved(run, check)
 
 
-def _cached_specs(run: Run, cached: BaseCheck) -> list[GateSpec]:
-    return [GateSpec(name=g.name, kind="custom", command=g.command) for g in cached.gates]
-
-
 async def _saved(run: Run, check: BaseCheck) -> BaseCheck:
     await run.update(lambda s: s.model_copy(update={"base_check": check}), important=True)
     return check
 
 
 async def _run_setup(
-    run: Run, wt: Worktree, home: Path, *, base_sha: str, label: str, specs: list[GateSpec]
+    run: Run, wt: Worktree, home: Path, *, key: str, base_sha: str, label: str
 ) -> tuple[BaseCheck, bool]:
     """The check with setup's outcome, and whether its environment was kept for the stories."""
     check = BaseCheck(
-        key=check_key(base_sha, run.state.setup, specs),
+        key=key,
         base_sha=base_sha,
         base_label=label,
         checked_at=run.clock(),

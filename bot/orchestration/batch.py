@@ -14,10 +14,11 @@ from bot.errors import WorkspaceError
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.gates.run import run_gates
+from bot.orchestration.judging import base_judge
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch, story_branch
 from bot.orchestration.setup import gate_confinement, prepare, report_setup, tool_env
-from bot.orchestration.story import base_judge, gate_specs, run_story
+from bot.orchestration.story import gate_specs, run_story
 from bot.plan.state import StoryStatus
 from bot.workspace.worktree import Worktree, add_worktree, head_sha, merge_branches, remove_worktree
 

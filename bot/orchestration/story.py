@@ -5,18 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.agent.base import AgentResult, AgentTask, Phase
 from bot.agent.prompt import story_prompt
 from bot.agent.repomap import repo_map
 from bot.errors import AgentError, WorkspaceError
-from bot.gates.baseline import judge
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, conclusion, failure_feedback
 from bot.gates.run import run_gates
 from bot.orchestration.envcopy import reuse_base_environment, setup_files_changed
+from bot.orchestration.judging import base_judge
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
@@ -56,22 +55,6 @@ def gate_specs(run: Run, story: Story | None, root: Path) -> list[GateSpec]:
         timeout_seconds=g.timeout_seconds,
         setup=run.state.setup,  # a detected Python gate needs its tool in this environment
     )
-
-
-def base_judge(run: Run, root: Path) -> Callable[[GateResult], Awaitable[GateResult]] | None:
-    """How results in the worktree at `root` are judged against the plan's base check (None: not).
-    While the base check's gates still run (beside the first batch), a result waits for them."""
-    check = run.state.base_check
-    if run.base_pending is None and (check is None or check.setup_failed):
-        return None
-
-    async def judged(result: GateResult) -> GateResult:
-        base = await run.base_check()
-        if base is None or base.setup_failed:
-            return result
-        return judge(result, base.gate(result.name), root=str(root), label=base.base_label or "the base")
-
-    return judged
 
 
 async def run_story(

@@ -26,7 +26,17 @@ class BaseGate(BaseModel):
     failures: list[str] | None = Field(
         default=None,
         description="Digests of the failures it reported (test ids, errors by file, code and message); "
-        "None when its output could not be read that way (then no comparison is possible).",
+        "None when its output could not be read that way (then its counts or its whole output are compared).",
+    )
+    counts: dict[str, int] | None = Field(
+        default=None,
+        description="The failures its tools' own summaries counted, by tool and label "
+        "(`pytest failed`: 2); None when it printed no summary we know.",
+    )
+    fingerprint: str | None = Field(
+        default=None,
+        description="Digest of its output without timings, paths and hashes: a story whose run "
+        "exits the same way and prints the same is no worse.",
     )
 
 

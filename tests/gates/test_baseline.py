@@ -92,11 +92,11 @@ def test_the_same_failures_as_the_base_are_neutral_and_a_new_one_fails() -> None
     assert conclusion(fixed) == "success"
 
 
-def test_output_that_cannot_be_compared_is_neutral_with_the_bases_result() -> None:
+def test_output_that_cannot_be_itemised_is_neutral_only_when_it_is_the_same() -> None:
     base = base_gate(result("make: *** [test] Error 2\n", code=2), root=None)
     assert base.failures is None
     judged = judge(result("make: *** [test] Error 2\n", code=2), base, root=None)
-    assert conclusion(judged) == "neutral" and "fails on the base too" in (judged.judgement or "")
+    assert conclusion(judged) == "neutral" and "fails exactly as on the base" in (judged.judgement or "")
 
 
 def test_a_story_that_breaks_the_runner_is_not_hidden_behind_the_bases_failures() -> None:

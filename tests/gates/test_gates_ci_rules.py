@@ -16,6 +16,7 @@ from bot.gates.ci import (
     trusted_run,
 )
 from bot.github.models_actions import WorkflowRun
+from bot.plan.baseline import BaseCheck
 from tests.execution_support import approved_state
 
 PRD = """
@@ -117,3 +118,29 @@ def test_the_roll_up_is_never_green_when_nothing_ran() -> None:
     state.stories["STORY-002"].gates["setup"] = "failure"
     verdict = rollup_verdict(state, 1, ["STORY-001"], {}, unmet="criteria not met")
     assert verdict == ("failure", "Batch 1: 1 of 2 stories merged; setup failed, acceptance criteria not met")
+
+
+def test_a_batch_whose_gates_were_neutral_is_not_said_to_have_passed_every_gate() -> None:
+    """Issue #37: a batch whose gates were all `neutral` (they fail on the base too) got a green
+    roll-up saying "every gate passed"."""
+    state = approved_state(PRD).model_copy(
+        update={"base_check": BaseCheck(key="k", base_sha="abc1234def", base_label="main@abc1234")}
+    )
+    ids = ["STORY-001", "STORY-002"]
+    for sid in ids:
+        state.stories[sid].gates.update({"typecheck": "neutral", "test": "neutral"})
+    verdict, title = rollup_verdict(state, 1, ids, {"typecheck": "neutral", "test": "neutral"}, unmet=None)
+    assert verdict == "neutral" and "every gate passed" not in title
+    assert title == (
+        "Batch 1: 2 of 2 stories merged; 6 of 6 gates neutral, not passed (typecheck, test: "
+        "they fail on main@abc1234 too and were judged no worse), none failed"
+    )
+    state.stories["STORY-001"].gates.update({"typecheck": "success", "test": "success"})
+    state.stories["STORY-002"].gates.update({"typecheck": "success", "test": "success"})
+    verdict, title = rollup_verdict(state, 1, ids, {"typecheck": "success", "test": "neutral"}, unmet=None)
+    assert verdict == "neutral" and title.endswith(
+        "1 of 6 gates neutral, not passed (test: they fail on "
+        "main@abc1234 too and were judged no worse), none failed"
+    )
+    verdict, title = rollup_verdict(state, 1, ids, {"typecheck": "success", "test": "success"}, unmet=None)
+    assert (verdict, title) == ("success", "Batch 1: 2 of 2 stories merged; every gate passed")

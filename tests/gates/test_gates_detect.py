@@ -148,7 +148,7 @@ def test_npm_init_package_json_verbatim(tmp_path: Path) -> None:
 
 def test_rust_without_clippy_config_only_tests(tmp_path: Path) -> None:
     write(tmp_path, "Cargo.toml", '[package]\nname = "x"\nversion = "0.1.0"\nedition = "2021"\n')
-    assert commands(detect_gates(tmp_path)) == [("test", "test", "cargo test")]
+    assert commands(detect_gates(tmp_path)) == [("test", "test", "cargo test --no-fail-fast")]
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def test_rust_clippy_when_configured(tmp_path: Path, name: str, text: str) -> No
     write(tmp_path, "Cargo.toml", '[package]\nname = "x"\n')
     write(tmp_path, name, text)
     assert commands(detect_gates(tmp_path)) == [
-        ("test", "test", "cargo test"),
+        ("test", "test", "cargo test --no-fail-fast"),
         ("lint", "lint", "cargo clippy -- -D warnings"),
     ]
 
