@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import socket
+import subprocess
 from pathlib import Path
 
 
@@ -26,3 +28,21 @@ def live_with_arg(arg: str) -> list[int]:
 def unique_sleep() -> str:
     """A sleep duration nobody else uses, so the test can find its own sleepers."""
     return f"{random.randint(300, 900)}.{random.randint(1000, 9999)}"
+
+
+def identity_of(pid: int) -> str:
+    """The `bot.procinfo.process_identity()` the process `pid` of this host would have."""
+    from bot.procinfo import start_time
+
+    return f"{socket.gethostname()}:{pid}:{start_time(pid)}"
+
+
+def dead_identity() -> str:
+    """The identity of a process of this host that has exited (a bot process that died)."""
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        identity = identity_of(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    return identity

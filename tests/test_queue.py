@@ -25,6 +25,8 @@ from bot.runtime.services import Services
 from bot.runtime.settings import Settings
 from bot.runtime.webhook import IntakePressure
 from bot.runtime.worker import JobKinds, WorkerPool
+from bot.workspace.reaper import ProcessRegistry
+from tests.processes import dead_identity, unique_sleep
 from tests.support import postgres_database, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,6 +207,46 @@ async def test_a_live_workers_job_is_not_reclaimed(sqlite_db: Database) -> None:
     assert (await queue.claim(worker_identity())).id == job_id
     assert await queue.release_dead_holders() == []
     assert await queue.claim("another") is None
+
+
+async def test_a_dead_workers_agents_are_killed_before_its_job_runs_again(
+    sqlite_db: Database, tmp_path: Path
+) -> None:
+    """A live worker taking over a dead sibling's job (same host, same data dir) first kills what
+    that sibling left running: two runs of one story never share its worktree."""
+    holder = dead_identity()
+    root = tmp_path / "processes"
+    agent = subprocess.Popen(["sleep", unique_sleep()], start_new_session=True)  # unconfined, it outlived
+    ProcessRegistry(root, owner=holder).record(agent.pid)
+    queue = JobQueue(sqlite_db, lease_seconds=3600)
+    job_id = await queue.enqueue(kind="work", group_key="o/r#8", payload={})
+    assert (await queue.claim(f"{holder}:abcdef")).id == job_id
+    agent_exit: list[int | None] = []
+    kinds = JobKinds()
+
+    @kinds.register("work")
+    async def _work(job, services) -> None:  # type: ignore[no-untyped-def]
+        agent_exit.append(agent.poll())
+
+    pool = WorkerPool(
+        queue=queue,
+        router=Router(),
+        services=Services(settings=Settings()),
+        kinds=kinds,
+        poll_interval=0.05,
+        reap=ProcessRegistry(root).kill_leftovers,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+    try:
+        await wait_for(lambda: agent_exit, timeout=15)
+    finally:
+        stop.set()
+        await task
+        if agent.poll() is None:
+            agent.kill()
+        agent.wait()
+    assert agent_exit == [-signal.SIGKILL], "the job ran again while the dead worker's agent still ran"
 
 
 async def test_jobs_of_one_issue_never_run_at_once(sqlite_db: Database) -> None:

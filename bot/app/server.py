@@ -47,6 +47,7 @@ class Runtime:
 
     def worker_pool(self, *, concurrency: int | None = None) -> WorkerPool:
         """Workers sharing this runtime's queue and services."""
+        registry = self.services.sandbox_policy().registry
         return WorkerPool(
             queue=self.queue,
             router=self.router,
@@ -55,6 +56,7 @@ class Runtime:
             concurrency=concurrency or self.settings.workers,
             wake=self.wake,
             intake=self.pressure,
+            reap=registry.kill_leftovers if registry is not None else None,
         )
 
 
@@ -81,7 +83,8 @@ def build_runtime(settings: Settings, *, services: Services | None = None) -> Ru
 
 
 def prepare_sandbox(services: Services) -> None:
-    """Before any job runs: kill what a crashed predecessor left running, say how code is confined."""
+    """Before any job runs: kill what a crashed predecessor left running (never what a live bot
+    process on this host runs: see `bot.workspace.reaper`), say how code is confined."""
     sandbox = services.sandbox_policy()
     if sandbox.registry is not None:
         sandbox.registry.kill_leftovers()

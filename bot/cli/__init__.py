@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -108,6 +109,7 @@ def _worker(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await runtime.db.migrate()
         tasks = await run_background(runtime, stop, workers=True)
+        logging.getLogger(__name__).info("plan-cascade worker ready (%d workers)", settings.workers)
         await stop.wait()
         await asyncio.wait(tasks, timeout=60)
         await runtime.db.dispose()

@@ -5,7 +5,10 @@ A process killed mid-gate (a crash, a deploy, an OOM) leaves its gate's check ru
 requires the check never passes. When a process starts, it looks at the plans cached in
 the database that ran lately, and on their story and batch branches completes each check
 run of ours still queued or in progress (`neutral`, one line saying why), unless a job of
-that plan is running right now with a live lease (another process owns it).
+that plan is running right now in a live process: its holder is a live process of this host
+(a sibling worker sharing the data dir, even one whose lease lapsed), or a process of another
+host whose lease runs. A job whose holder is a dead process of this host counts as stopped
+even while its lease runs: its check runs are what that process left.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from bot.github.models import CheckRun
 from bot.orchestration.scheduler import batch_branch, story_branch
 from bot.plan.state import PlanState
 from bot.plan.state import PlanStatus as S
+from bot.procinfo import alive_here, on_this_host
 from bot.runtime.services import Services
 
 log = logging.getLogger(__name__)
@@ -63,8 +67,16 @@ def plan_of(group_key: str) -> str:
     return found.group(1) if found else group_key
 
 
+def held(job: Job, *, now: datetime) -> bool:
+    """Whether a live process runs the (running) job: on this host its holder's process tells,
+    elsewhere its lease."""
+    if on_this_host(job.locked_by):
+        return alive_here(job.locked_by)
+    return job.lease_until is not None and aware(job.lease_until) > now
+
+
 async def plans_to_sweep(services: Services) -> list[tuple[PlanRecord, PlanState]]:
-    """Recently changed plans with no job running under a live lease."""
+    """Recently changed plans with no job running in a live process."""
     assert services.db is not None
     now = services.clock()
     async with services.db.read() as db:
@@ -74,7 +86,7 @@ async def plans_to_sweep(services: Services) -> list[tuple[PlanRecord, PlanState
         live = {
             plan_of(job.group_key)
             for job in (await db.execute(select(Job).where(Job.status == "running"))).scalars()
-            if job.lease_until is not None and aware(job.lease_until) > now
+            if held(job, now=now)
         }
     chosen = []
     for record in records:

@@ -72,6 +72,7 @@ class WorkerPool:
         poll_interval: float = 1.0,
         wake: asyncio.Event | None = None,
         intake: IntakePressure | None = None,
+        reap: Callable[[], object] | None = None,
     ) -> None:
         self.queue = queue
         self.intake = intake
@@ -83,12 +84,15 @@ class WorkerPool:
         self.wake = wake or asyncio.Event()
         self.processed = 0
         self.reclaim_interval = 15.0
+        self.reap = reap
+        """Kills what dead bot processes of this host left running (`ProcessRegistry.kill_leftovers`)."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run the worker loops until `stop` is set; running jobs finish first.
 
         First, and then every `reclaim_interval` seconds, jobs whose holder is a dead process of
-        this host (a crashed predecessor) are released at once instead of after their lease.
+        this host (a crashed predecessor, or a sibling worker killed meanwhile) are released at
+        once instead of after their lease, once what that process left running is killed.
         """
         await self._release_dead()
         loops = [asyncio.create_task(self._loop(worker_identity(), stop)) for _ in range(self.concurrency)]
@@ -107,6 +111,11 @@ class WorkerPool:
                 await self._release_dead()
 
     async def _release_dead(self) -> None:
+        if self.reap is not None:  # a dead worker's agents must not outlive it into its resumed job
+            try:
+                await asyncio.to_thread(self.reap)
+            except Exception:
+                log.exception("killing what dead bot processes left running failed")
         try:
             released = await self.queue.release_dead_holders()
         except Exception:

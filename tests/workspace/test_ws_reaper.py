@@ -1,16 +1,19 @@
-"""Process groups are recorded while they run, and a crashed bot's leftovers are killed at the next start."""
+"""Process groups are recorded while they run, with the bot process that started them; a crashed
+bot's leftovers are killed at the next start, a live bot's (a sibling on the same data dir) never."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 
 from bot.workspace.process import run_process, scrubbed_env
 from bot.workspace.reaper import ProcessRegistry, start_time
 from bot.workspace.sandbox import Sandbox
-from tests.processes import live_with_arg, unique_sleep
+from tests.processes import dead_identity, identity_of, live_with_arg, unique_sleep
 
 
 async def test_run_process_records_its_group_while_it_runs(tmp_path: Path) -> None:
@@ -37,24 +40,82 @@ async def test_run_process_records_its_group_while_it_runs(tmp_path: Path) -> No
 
 
 def test_leftovers_of_a_crashed_bot_are_killed_and_a_reused_pid_is_spared(tmp_path: Path) -> None:
-    registry = ProcessRegistry(tmp_path / "processes")
+    root = tmp_path / "processes"
     duration = unique_sleep()
     orphan = subprocess.Popen(["sleep", duration], start_new_session=True)  # what a dead bot left running
-    registry.record(orphan.pid)
+    recorded(root, orphan.pid, owner=dead_identity())
+    legacy = subprocess.Popen(["sleep", unique_sleep()], start_new_session=True)
+    started = start_time(legacy.pid)
+    assert started is not None
+    # Written before records named their process (one bot process per data dir): a dead one's.
+    (root / f"{legacy.pid}.json").write_text(f'{{"pgid": {legacy.pid}, "start": {started}}}')
     bystander = subprocess.Popen(["sleep", unique_sleep()], start_new_session=True)
     # A record whose pid now belongs to another process (started later) must not kill it.
     started = start_time(bystander.pid)
     assert started is not None
-    (registry.root / f"{bystander.pid}.json").write_text(
-        f'{{"pgid": {bystander.pid}, "start": {started - 1}}}'
+    (root / f"{bystander.pid}.json").write_text(
+        json.dumps({"pgid": bystander.pid, "start": started - 1, "owner": dead_identity()})
     )
     try:
-        assert registry.kill_leftovers() == 1
-        assert orphan.wait(timeout=5) < 0
+        assert ProcessRegistry(root).kill_leftovers() == 2
+        assert orphan.wait(timeout=5) < 0 and legacy.wait(timeout=5) < 0
         assert bystander.poll() is None
-        assert list(registry.root.glob("*.json")) == []
+        assert list(root.glob("*.json")) == []
     finally:
-        for proc in (orphan, bystander):
-            if proc.poll() is None:
-                os.killpg(proc.pid, 9)
-            proc.wait()
+        stop(orphan, legacy, bystander)
+
+
+def test_a_live_sibling_processs_groups_are_spared_until_it_dies(tmp_path: Path) -> None:
+    """Two bot processes on one host, one data dir: the one starting kills only a dead one's groups."""
+    root = tmp_path / "processes"
+    sibling = subprocess.Popen(["sleep", unique_sleep()])  # stands for a live worker process
+    agent = subprocess.Popen(["sleep", unique_sleep()], start_new_session=True)  # the agent it runs
+    recorded(root, agent.pid, owner=identity_of(sibling.pid))  # as the sibling's registry writes it
+    own = subprocess.Popen(["sleep", unique_sleep()], start_new_session=True)
+    mine = ProcessRegistry(root)
+    mine.record(own.pid)
+    try:
+        assert mine.kill_leftovers() == 0
+        assert agent.poll() is None and own.poll() is None
+        assert sorted(p.name for p in root.glob("*.json")) == sorted([f"{agent.pid}.json", f"{own.pid}.json"])
+        sibling.kill()  # now the sibling dies (SIGKILL): its agent is a leftover
+        sibling.wait()
+        assert mine.kill_leftovers() == 1
+        assert agent.wait(timeout=5) < 0
+        assert own.poll() is None
+        assert [p.name for p in root.glob("*.json")] == [f"{own.pid}.json"]
+    finally:
+        stop(sibling, agent, own)
+
+
+def test_another_hosts_records_are_never_acted_on(tmp_path: Path) -> None:
+    """A group recorded on another host is not ours to kill; its record goes once nothing here matches it."""
+    root = tmp_path / "processes"
+    group = subprocess.Popen(["sleep", unique_sleep()], start_new_session=True)
+    started = start_time(group.pid)
+    assert started is not None
+    elsewhere = f"{socket.gethostname()}-other:{os.getpid()}:1"
+    root.mkdir()
+    (root / f"{group.pid}.json").write_text(
+        json.dumps({"pgid": group.pid, "start": started, "owner": elsewhere})
+    )
+    (root / "999999999.json").write_text(json.dumps({"pgid": 999999999, "start": 5, "owner": elsewhere}))
+    try:
+        assert ProcessRegistry(root).kill_leftovers() == 0
+        assert group.poll() is None
+        assert [p.name for p in root.glob("*.json")] == [f"{group.pid}.json"]
+    finally:
+        stop(group)
+
+
+def recorded(root: Path, pgid: int, *, owner: str) -> None:
+    """What `ProcessRegistry(root, owner=owner).record(pgid)` writes."""
+    ProcessRegistry(root, owner=owner).record(pgid)
+    assert json.loads((root / f"{pgid}.json").read_text())["owner"] == owner
+
+
+def stop(*procs: subprocess.Popen[bytes]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
