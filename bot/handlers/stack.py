@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Sequence
@@ -47,7 +48,9 @@ kinds = JobKinds()
 log = logging.getLogger(__name__)
 RESTACK_JOB = "restack"
 MERGEABLE_TRIES = 10
-"""Reads of a PR's `mergeable` (30 s apart) before `auto_rebase` gives up on that base commit."""
+"""Reads of a PR's `mergeable` before `auto_rebase` gives up on that base commit (GitHub computes
+it after the push): 30 s apart on the server (a delayed job), `MERGEABLE_WAIT` in the Action."""
+MERGEABLE_WAIT = 6.0
 _BATCH_BRANCH = re.compile(r"^plan-cascade/(\d+)/batch-(\d+)$")
 
 
@@ -367,23 +370,23 @@ async def _auto_wanted(session: Session, loaded: LoadedPlan, job: ClaimedJob) ->
     assert record.pr_number is not None
     if data.get("base_sha") and record.rebased_onto == data.get("base_sha"):
         return False
-    try:
-        pr = await session.port.get_pull_request(session.repo, record.pr_number)
-    except GitHubError as exc:
-        log.warning("auto_rebase: could not read #%s: %s", record.pr_number, exc.message)
-        return False
-    if pr.mergeable is None:
-        tries = int(data.get("tries", 0)) + 1
-        queue = session.services.queue
-        if tries < MERGEABLE_TRIES and queue is not None:
-            await queue.enqueue(
-                kind=RESTACK_JOB,
-                group_key=f"{job.group_key}/mergeable",
-                payload={**data, "tries": tries},
-                delay_seconds=30,
-            )
-        return False
-    return pr.mergeable is False
+    queue = session.services.queue
+    tries = int(data.get("tries", 0))
+    while True:
+        try:
+            pr = await session.port.get_pull_request(session.repo, record.pr_number)
+        except GitHubError as exc:
+            log.warning("auto_rebase: could not read #%s: %s", record.pr_number, exc.message)
+            return False
+        tries += 1
+        if pr.mergeable is not None or tries >= MERGEABLE_TRIES:
+            return pr.mergeable is False
+        if queue is not None:  # the server: look again later, leaving the worker to other jobs
+            payload = {**data, "tries": tries}
+            group = f"{job.group_key}/mergeable"
+            await queue.enqueue(kind=RESTACK_JOB, group_key=group, payload=payload, delay_seconds=30)
+            return False
+        await asyncio.sleep(MERGEABLE_WAIT)  # the Action: this run is the only chance
 
 
 def _mark_rebased(state: PlanState, batch: int, base_sha: str | None) -> PlanState:
