@@ -172,6 +172,21 @@ async def test_a_batch_merged_into_the_dead_branch_below_does_not_count(h: Harne
     assert any(said in c for c in h.comments(1))
     assert not any("Plan completed" in c for c in h.comments(1))
     assert h.fake.repo(REPO).issues[1].state == "open"
+    # `rebase` on the issue gives batch 2 a new pull request into main; merging it completes the plan.
+    await h.deliver(
+        "issue_comment", commented(number=1, body="/plan-cascade rebase", user="maint", association="MEMBER")
+    )
+    await _settle(h)
+    third = _pulls(h)[-1]
+    assert third.number not in (first.number, second.number)
+    assert (third.head_ref, third.base_ref) == (BATCH_2, "main")
+    assert _files(h, "main", BATCH_2) == ["story-003.txt"]
+    assert any(f"#{third.number}: opened for batch 2" in c for c in h.comments(1))
+    h.fake.merge_pull(REPO, third.number, method="merge")
+    await _settle(h)
+    state = _state(h)
+    assert all(b.merged for b in state.batches) and state.summary_posted
+    assert h.fake.repo(REPO).issues[1].state == "closed"
 
 
 async def test_top_down_merges_count_when_the_work_reaches_main(h: Harness) -> None:

@@ -32,7 +32,7 @@ from bot.handlers.epic import child_moved, on_child_merged
 from bot.handlers.execution import NoSave, build_run, still_wanted
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session, session_for_job
-from bot.plan.stack import all_delivered, expected_base, is_open, lowest_open, record_merge
+from bot.plan.stack import all_delivered, expected_base, is_open, lowest_open, record_merge, stranded
 from bot.plan.state import BatchState, PlanState, PlanStatus, transition, with_batch
 from bot.publishing.stack import Reason, StackKeeper
 from bot.rendering import messages
@@ -290,12 +290,12 @@ async def request_rebase(session: Session, *, batch: int | None, reply_on: int) 
         )
         return
     state = loaded.state
-    start = batch if batch is not None else lowest_open(state)
-    if start is None or start > len(state.batches) or not is_open(state.batches[start - 1]):
+    candidates = [n for n in (lowest_open(state), stranded(state)) if n is not None]
+    start = batch if batch is not None else min(candidates, default=None)
+    if start is None or start > len(state.batches) or not (is_open(state.batches[start - 1]) or candidates):
         why = "there is no open batch pull request to rebase"
-        await session.port.create_issue_comment(
-            session.repo, reply_on, body=messages.state_refusal("rebase", why)
-        )
+        body = messages.state_refusal("rebase", why)
+        await session.port.create_issue_comment(session.repo, reply_on, body=body)
         return
     await enqueue_restack(session, start=start, reason="rebase", cause="as asked", reply_to=reply_on)
 
@@ -356,7 +356,14 @@ async def _keeper(session: Session, loaded: LoadedPlan) -> StackKeeper:
         return still_wanted(session, loaded.state.plan_hash, fix_batch=number)
 
     scratch = replace(run, reporter=NoSave(run.reporter))
-    return StackKeeper(port=session.port, repo=session.repo, run=scratch, update=update, wanted=wanted)
+    return StackKeeper(
+        port=session.port,
+        repo=session.repo,
+        run=scratch,
+        update=update,
+        plan_url=comment.html_url or "",
+        wanted=wanted,
+    )
 
 
 async def _auto_wanted(session: Session, loaded: LoadedPlan, job: ClaimedJob) -> bool:

@@ -96,6 +96,18 @@ def lowest_open(state: PlanState) -> int | None:
     return next((b.number for b in state.batches if is_open(b)), None)
 
 
+def stranded(state: PlanState) -> int | None:
+    """The first batch whose PR was merged into a branch that will not bring it to the base
+    branch (a delivered batch's, or no batch's): `rebase` opens a new PR for it."""
+    for record in state.batches:
+        if record.merged or record.merged_into is None:
+            continue
+        holder = batch_of_branch(record.merged_into, state.issue)
+        if holder is None or holder > len(state.batches) or not is_open(state.batches[holder - 1]):
+            return record.number
+    return None
+
+
 def expected_base(state: PlanState, batch: int, *, base_branch: str, stacked: bool) -> str:
     """The branch batch `batch`'s pull request must target now: the base branch for the lowest
     open batch (and always without stacking), else the previous batch's branch."""

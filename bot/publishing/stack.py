@@ -25,10 +25,11 @@ from bot.orchestration.batch import integration_gates
 from bot.orchestration.restack import Rebuild, rebuild_batch
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch, story_branch
-from bot.plan.stack import expected_base, is_open, lowest_open
+from bot.plan.stack import batch_of_branch, expected_base, is_open, lowest_open
 from bot.plan.state import PlanState, StoryState, StoryStatus, with_batch
 from bot.publishing.github import authored_by_bot, write_rollup
 from bot.rendering import stack as say
+from bot.rendering.pr_body import pr_body, pr_title
 from bot.workspace.git import PushRejected
 from bot.workspace.worktree import add_worktree, remove_worktree
 
@@ -48,6 +49,7 @@ class StackKeeper:
     """A run over the plan whose reporter saves nothing: stories redone here change only it;
     what counts is written through `update`."""
     update: Update
+    plan_url: str = ""
     wanted: Callable[[int], Callable[[], Awaitable[str | None]]] | None = None
     """What asks, before the agent redoes a story of batch N, whether the plan still wants it."""
     done: list[tuple[int, str]] = field(default_factory=list)
@@ -87,6 +89,8 @@ class StackKeeper:
         """
         run = self.run
         await run.mirror.fetch()
+        if reason == "rebase":
+            await self._reopen_stranded()
         tip = await run.mirror.resolve(f"refs/remotes/origin/{run.base_branch}")
         moved: tuple[str, str] | None = None  # the previous batch's (old head, new head)
         for number in range(start, len(run.state.batches) + 1):
@@ -132,6 +136,51 @@ class StackKeeper:
                 break
             moved = (head, rebuilt.head)
         await self.retarget()
+
+    async def _reopen_stranded(self) -> None:
+        """Batches whose PR was merged into a branch that will never reach the base branch (a
+        delivered batch's, or no batch's) get their branch back and a new pull request; the
+        restack that follows puts them on the base branch."""
+        run, state = self.run, self.run.state
+        for record in state.batches:
+            holder = batch_of_branch(record.merged_into or "", state.issue)
+            if record.merged or record.merged_into is None or not record.merged_head or record.hands_off:
+                continue
+            if holder is not None and holder <= len(state.batches) and is_open(state.batches[holder - 1]):
+                continue  # it reaches the base branch with the batch that holds it
+            branch = record.branch or batch_branch(run.branch_prefix, record.number)
+            remote = await run.mirror.remote_sha(branch)
+            if remote not in (None, record.merged_head) and not await authored_by_bot(run, remote):
+                continue
+            await run.mirror.git("update-ref", f"refs/heads/{branch}", record.merged_head)
+            await run.mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
+            ids = [
+                sid for sid in state.batches_ids()[record.number - 1] if state.stories[sid].status == "passed"
+            ]
+            base = expected_base(state, record.number, base_branch=run.base_branch, stacked=self.stacked)
+            body = pr_body(state, record.number, ids, plan_url=self.plan_url, integration=record.gates)
+            try:
+                pr = await self.port.create_pull_request(
+                    self.repo, title=pr_title(state, record.number, ids), body=body, head=branch, base=base
+                )
+            except GitHubError as exc:
+                log.warning("could not open a new pull request for batch %s: %s", record.number, exc.message)
+                continue
+            old = record.pr_number
+            state = await self._save(
+                functools.partial(
+                    _set,
+                    number=record.number,
+                    pr_number=pr.number,
+                    pr_url=pr.html_url,
+                    head_sha=record.merged_head,
+                    merged_into=None,
+                    merged_head=None,
+                )
+            )
+            self.done.append(
+                (pr.number, f"opened for batch {record.number} (#{old} went into `{record.merged_into}`)")
+            )
 
     async def _contains(self, head: str, commit: str) -> bool:
         found = await self.run.mirror.git("merge-base", "--is-ancestor", commit, head, check=False)
