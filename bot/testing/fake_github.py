@@ -3,16 +3,15 @@
 Use it in-process (``httpx.ASGITransport(app=fake.app)``, see :meth:`FakeGitHub.transport`)
 or serve it over real HTTP on 127.0.0.1 with :func:`serve` (uvicorn). Unknown routes answer
 404 with GitHub's error shape, or raise :class:`UnexpectedRequest` when ``strict=True``.
-Responses carry every field githubkit's models require for the endpoints served.
+Responses carry every field githubkit's models require for the endpoints served. What GitHub
+would send about merges, pushes and deleted branches waits in `outbox` (`fake_github_events`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,12 +25,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from bot.testing import fake_github_branches as branches
 from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
+from bot.testing import fake_github_merge as merge
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
 from bot.testing.fake_github_faults import Faults
 from bot.testing.fake_github_hooks import FakeHooks
+from bot.testing.fake_github_log import RequestLog, conditional
 from bot.testing.fake_github_model import (
     LEGACY_PERMISSION,
     HttpError,
@@ -39,7 +41,7 @@ from bot.testing.fake_github_model import (
     UnexpectedRequest,
     error_body,
 )
-from bot.testing.fake_github_pulls import pull_routes
+from bot.testing.fake_github_pulls import current_key, pull_routes
 from bot.testing.fake_github_reviews import review_routes
 from bot.testing.fake_github_routes import route_table
 from bot.testing.fake_github_runs import runs_routes
@@ -49,7 +51,7 @@ T = TypeVar("T")
 
 
 @dataclass
-class FakeGitHub:
+class FakeGitHub(RequestLog):
     """In-memory GitHub. Helpers below set state; `requests` records what clients sent."""
 
     api_url: str = "http://github.test"
@@ -76,6 +78,10 @@ class FakeGitHub:
     """Seconds added to every answer, as GitHub's 100–300 ms (benches); 0 in tests."""
     faults: Faults = field(default_factory=Faults)
     """GitHub's own failures to inject (502s before or after the work, rate limits)."""
+    installation_id: int | None = None
+    """The App's installation the deliveries in `outbox` name (none when None)."""
+    outbox: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """(event, payload) GitHub sends about merges, pushes, deleted branches… (`fake_github_events`)."""
 
     def __post_init__(self) -> None:
         self.actor = self.actor or f"{self.app_slug}[bot]"
@@ -91,6 +97,11 @@ class FakeGitHub:
         self.app = Starlette(routes=[Mount(prefix, routes=routes), catch_all] if prefix else routes)
 
     # ----- test helpers -------------------------------------------------------------------
+    def take_events(self) -> list[tuple[str, dict[str, Any]]]:
+        """The deliveries GitHub would have sent since the last call (the outbox, emptied)."""
+        taken, self.outbox = self.outbox, []
+        return taken
+
     def transport(self) -> httpx.ASGITransport:
         """An httpx async transport that serves requests from this fake, in-process."""
         return httpx.ASGITransport(app=self.app)
@@ -204,25 +215,51 @@ class FakeGitHub:
         fake.known_commits.add(sha)
         pull = m.FakePull(issue.number, head, sha, base, head_repo=head_repo)
         fake.pulls[pull.number] = pull
+        pull.checked = current_key(self, fake, pull)
         return pull
 
-    def merge_pull(self, repo: str, number: int) -> None:
-        """A maintainer merges the PR: with a git directory, its base branch gets the merge commit."""
+    def merge_pull(
+        self,
+        repo: str,
+        number: int,
+        method: str = "merge",
+        *,
+        sha: str | None = None,
+        title: str | None = None,
+        message: str | None = None,
+        by: str | None = None,
+    ) -> str:
+        """`by` (default: the owner) merges like the button (`fake_github_merge`); ValueError if refused."""
         fake = self.repos[repo]
-        pull = fake.pulls[number]
-        git_dir = fake.git_dir
-        head = pull.head_ref if pull.head_repo is None else f"refs/pull/{number}/head"  # a fork's
-        kept = pull.head_repo is None or (git_dir is not None and g.resolve(git_dir, head))
-        if git_dir is not None and kept and g.branch_sha(git_dir, pull.base_ref):
-            message = f"Merge pull request #{number} from {pull.head_ref}"
-            sha = g.merge_into(git_dir, pull.base_ref, head, message)
-            if sha is None:
-                raise ValueError(f"pull request #{number} conflicts with {pull.base_ref}: not mergeable")
-            fake.known_commits.add(sha)
-            if pull.base_ref in fake.branches:
-                fake.branches[pull.base_ref] = sha
-        fake.pulls[number].merged, fake.pulls[number].merged_at = True, m.now_iso()
-        fake.issues[number].state, fake.issues[number].closed_at = "closed", m.now_iso()
+        try:
+            return merge.merge_pull(
+                self, fake, number, method=method, sha=sha, title=title, message=message, by=by or fake.owner
+            )
+        except HttpError as exc:
+            raise ValueError(f"pull request #{number} cannot be merged: {exc.message}") from exc
+
+    def delete_branch(self, repo: str, branch: str, *, by: str | None = None) -> None:
+        """`by` deletes a branch; GitHub retargets or closes its pull requests (`fake_github_branches`)."""
+        fake = self.repos[repo]
+        try:
+            branches.delete_branch(self, fake, branch, sender=by or fake.owner)
+        except HttpError as exc:
+            raise ValueError(f"{branch} cannot be deleted: {exc.message}") from exc
+
+    def commit_to(
+        self,
+        repo: str,
+        branch: str,
+        *,
+        files: dict[str, str | None],
+        message: str = "A change",
+        author: str | None = None,
+        email: str | None = None,
+    ) -> str:
+        """`author` (default: the owner) pushes a commit writing `files` (None: delete); returns its sha."""
+        fake = self.repos[repo]
+        who = author or fake.owner
+        return branches.commit_to(self, fake, branch, files=files, message=message, author=who, email=email)
 
     def add_review_comment(
         self, repo: str, number: int, *, review_id: int, path: str, line: int | None, body: str, user: str
@@ -233,42 +270,6 @@ class FakeGitHub:
 
     def comments(self, repo: str, number: int) -> list[m.FakeComment]:
         return [c for c in self.repos[repo].comments.values() if c.issue_number == number]
-
-    def fail_next(
-        self,
-        method: str,
-        path: str,
-        *,
-        status: int,
-        message: str = "Forced failure",
-        headers: dict[str, str] | None = None,
-        times: int = 1,
-    ) -> None:
-        """Answer the next `times` requests whose path fully matches regex `path` with `status`."""
-        self.faults.fail(method, path, status=status, message=message, headers=headers, times=times)
-
-    def rate_limited(self) -> list[RecordedRequest]:
-        """Requests that count against an installation's rate limit: not 304s, not App-level calls."""
-        return [
-            r for r in self.requests if r.status != 304 and not r.path.endswith(("/access_tokens", "/app"))
-        ]
-
-    def round_trips(self, target: RecordedRequest, *, since: float) -> int:
-        """How many requests GitHub answered one after the other up to and including `target`.
-
-        A request that started before another ended runs beside it; one that started after
-        it ended waited for it. The depth of that chain, counted from `since`, is what a user
-        waits for at about 100–300 ms a request.
-        """
-        chain = [r for r in self.requests if r.at >= since and r.at <= target.at and r.done]
-        chain.sort(key=lambda r: r.at)
-        depth: dict[int, int] = {}
-        for i, r in enumerate(chain):
-            depth[i] = 1 + max((depth[j] for j in range(i) if chain[j].done <= r.at), default=0)
-        return next((depth[i] for i, r in enumerate(chain) if r is target), 0)
-
-    def requests_to(self, method: str, path: str) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.method == method.upper() and re.fullmatch(path, r.path)]
 
     # ----- plumbing -----------------------------------------------------------------------
     def _next_number(self, repo: m.FakeRepo) -> int:
@@ -308,7 +309,7 @@ class FakeGitHub:
             if fault is None:
                 try:
                     self._authorize(request)
-                    response = _conditional(request, handler(request, data))
+                    response = conditional(request, handler(request, data))
                 except HttpError as exc:
                     response = JSONResponse(error_body(exc.status, exc.message, exc.errors), exc.status)
                 if response.status_code < 400:  # the work is done: GitHub may still answer 502
@@ -372,6 +373,8 @@ class FakeGitHub:
             for path, methods, handler in [
                 *route_table(self),
                 *pull_routes(self),
+                *merge.merge_routes(self),
+                *branches.branch_routes(self),
                 *review_routes(self),
                 *actions_routes(self),
                 *runs_routes(self),
@@ -381,16 +384,3 @@ class FakeGitHub:
 
 
 _ALL_METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD", "OPTIONS"]
-
-
-def _conditional(request: Request, response: Response) -> Response:
-    """Like GitHub: every 200 GET carries an ETag, and a matching `If-None-Match` gets 304."""
-    if request.method != "GET" or response.status_code != 200:
-        return response
-    etag = response.headers.get("etag")
-    if etag is None:
-        etag = f'W/"{hashlib.sha256(bytes(response.body)).hexdigest()[:32]}"'
-        response.headers["etag"] = etag
-    if request.headers.get("if-none-match") == etag:
-        return Response(status_code=304, headers={"etag": etag})
-    return response

@@ -43,12 +43,16 @@ class GitCommit:
     message: str
 
 
-def _git(git_dir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_git(
+    git_dir: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """git on the bare repository, without any user's or system's configuration."""
     return subprocess.run(
         ["git", "--git-dir", str(git_dir), *args],
         capture_output=True,
         text=True,
         check=False,
+        input=stdin,
         env={
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "GIT_CONFIG_NOSYSTEM": "1",
@@ -58,39 +62,13 @@ def _git(git_dir: Path, *args: str, env: dict[str, str] | None = None) -> subpro
     )
 
 
-def merge_into(git_dir: Path, base: str, head: str, message: str) -> str | None:
-    """What GitHub's merge button does: a merge commit of `head` on branch `base`, which moves.
-
-    None when the two conflict (GitHub then refuses the merge). Needs git 2.38 (`merge-tree
-    --write-tree`), so the bare repository never needs a work tree.
-    """
-    base_sha, head_sha = branch_sha(git_dir, base), resolve(git_dir, head)
-    if base_sha is None or head_sha is None:
-        return None
-    tree = _git(git_dir, "merge-tree", "--write-tree", base_sha, head_sha)
-    if tree.returncode != 0:
-        return None
-    who = {"GIT_AUTHOR_NAME": "GitHub", "GIT_AUTHOR_EMAIL": "noreply@github.com"}
-    who |= {"GIT_COMMITTER_NAME": "GitHub", "GIT_COMMITTER_EMAIL": "noreply@github.com"}
-    commit = _git(
-        git_dir, "commit-tree", tree.stdout.split()[0], "-p", base_sha, "-p", head_sha, "-m", message, env=who
-    )
-    if commit.returncode != 0:
-        raise RuntimeError(commit.stderr)
-    sha = commit.stdout.strip()
-    moved = _git(git_dir, "update-ref", f"refs/heads/{base}", sha, base_sha)
-    if moved.returncode != 0:
-        raise RuntimeError(moved.stderr)
-    return sha
-
-
 def resolve(git_dir: Path, ref: str) -> str | None:
     """The commit `ref` (a branch name, `refs/…` or a sha) names, or None."""
     if not ref or ref.startswith("-"):
         return None
     candidates = [ref] if ref.startswith("refs/") or is_sha(ref) else [f"refs/heads/{ref}", ref]
     for candidate in candidates:
-        done = _git(
+        done = run_git(
             git_dir, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"
         )
         if done.returncode == 0:
@@ -102,18 +80,16 @@ def branch_sha(git_dir: Path, branch: str) -> str | None:
     """The tip of `refs/heads/<branch>`, or None when there is no such branch."""
     if not branch or branch.startswith("-"):
         return None
-    done = _git(git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
+    done = run_git(git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def commits_between(git_dir: Path, base: str, head: str) -> list[GitCommit]:
-    """Commits reachable from `head` and not from `base`, oldest first (what a PR shows)."""
-    fmt = "%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B%x1e"
-    done = _git(git_dir, "log", "--reverse", f"--format={fmt}", f"{base}..{head}", "--")
-    if done.returncode != 0:
-        return []
+_FORMAT = "%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B%x1e"
+
+
+def _parse(output: str) -> list[GitCommit]:
     commits = []
-    for record in done.stdout.split("\x1e"):
+    for record in output.split("\x1e"):
         fields = record.strip("\n").split("\x1f")
         if len(fields) != 9:
             continue
@@ -122,12 +98,27 @@ def commits_between(git_dir: Path, base: str, head: str) -> list[GitCommit]:
     return commits
 
 
+def commits_between(git_dir: Path, base: str, head: str) -> list[GitCommit]:
+    """Commits reachable from `head` and not from `base`, oldest first (what a PR shows)."""
+    done = run_git(git_dir, "log", "--reverse", f"--format={_FORMAT}", f"{base}..{head}", "--")
+    return _parse(done.stdout) if done.returncode == 0 else []
+
+
+def read_commit(git_dir: Path, sha: str) -> GitCommit | None:
+    """One commit, or None when the repository does not have it."""
+    if not is_sha(sha):
+        return None
+    done = run_git(git_dir, "log", "-1", f"--format={_FORMAT}", sha, "--")
+    found = _parse(done.stdout) if done.returncode == 0 else []
+    return found[0] if found else None
+
+
 def show_file(git_dir: Path, ref: str, path: str) -> str | None:
     """The text of `path` at `ref`, or None."""
     sha = resolve(git_dir, ref)
     if sha is None or path.startswith("-"):
         return None
-    done = _git(git_dir, "cat-file", "blob", f"{sha}:{path}")
+    done = run_git(git_dir, "cat-file", "blob", f"{sha}:{path}")
     return done.stdout if done.returncode == 0 else None
 
 
@@ -136,7 +127,7 @@ def list_files(git_dir: Path, ref: str) -> dict[str, str]:
     sha = resolve(git_dir, ref)
     if sha is None:
         return {}
-    done = _git(git_dir, "ls-tree", "-r", "--name-only", "-z", sha)
+    done = run_git(git_dir, "ls-tree", "-r", "--name-only", "-z", sha)
     files = {}
     for path in done.stdout.split("\0"):
         if path:
@@ -149,5 +140,5 @@ def pull_diff(git_dir: Path, base: str, head: str) -> str | None:
     base_sha, head_sha = resolve(git_dir, base), resolve(git_dir, head)
     if base_sha is None or head_sha is None:
         return None
-    done = _git(git_dir, "diff", "--no-color", "--no-ext-diff", f"{base_sha}...{head_sha}")
+    done = run_git(git_dir, "diff", "--no-color", "--no-ext-diff", f"{base_sha}...{head_sha}")
     return done.stdout if done.returncode == 0 else None

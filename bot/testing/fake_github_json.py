@@ -129,6 +129,10 @@ def repo_json(urls: Urls, repo: FakeRepo, owner: dict[str, Any]) -> dict[str, An
             "pushed_at": now_iso(),
             "created_at": now_iso(),
             "updated_at": now_iso(),
+            "allow_merge_commit": repo.allow_merge_commit,
+            "allow_squash_merge": repo.allow_squash_merge,
+            "allow_rebase_merge": repo.allow_rebase_merge,
+            "delete_branch_on_merge": repo.delete_branch_on_merge,
             "subscribers_count": 0,
             "network_count": 0,
             "license": None,
@@ -227,6 +231,7 @@ def issue_json(urls: Urls, repo: FakeRepo, issue: FakeIssue, user: dict[str, Any
         "created_at": issue.created_at,
         "updated_at": issue.updated_at,
         "author_association": "OWNER" if issue.user == repo.owner else "NONE",
+        "state_reason": issue.state_reason,
     }
     if issue.is_pull:
         pulls = f"{urls.api}/repos/{repo.full_name}/pulls/{issue.number}"
@@ -278,6 +283,8 @@ def pull_json(
     repo_data: dict[str, Any],
     head_repo_data: dict[str, Any] | None = None,
     base_sha: str = "0" * 40,
+    mergeable: bool | None = True,
+    mergeable_state: str = "clean",
 ) -> dict[str, Any]:
     """A pull request as `GET /pulls/{n}` answers it (a superset of the list shape)."""
     api = f"{urls.api}/repos/{repo.full_name}"
@@ -317,7 +324,7 @@ def pull_json(
         "updated_at": issue.updated_at,
         "closed_at": issue.closed_at,
         "merged_at": pull.merged_at,
-        "merge_commit_sha": None,
+        "merge_commit_sha": pull.merge_commit_sha,
         "assignee": None,
         "assignees": [],
         "requested_reviewers": [users[login] for login in pull.requested_reviewers],
@@ -338,10 +345,10 @@ def pull_json(
         "auto_merge": None,
         "draft": pull.draft,
         "merged": pull.merged,
-        "mergeable": None if pull.merged else True,
+        "mergeable": mergeable,
         "rebaseable": None,
-        "mergeable_state": "unknown" if pull.merged else "clean",
-        "merged_by": None,
+        "mergeable_state": mergeable_state,
+        "merged_by": users.get(pull.merged_by) if pull.merged_by else None,
         "comments": sum(1 for c in repo.comments.values() if c.issue_number == pull.number),
         "review_comments": sum(1 for c in repo.review_comments if c.pull_number == pull.number),
         "maintainer_can_modify": False,

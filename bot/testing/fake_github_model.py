@@ -91,6 +91,8 @@ class FakeIssue:
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
     closed_at: str | None = None
+    state_reason: str | None = None
+    """Why a closed issue is closed: `completed` (a merged pull request closing it), `not_planned`."""
 
 
 @dataclass
@@ -108,6 +110,13 @@ class FakePull:
     """`owner/name` of the repository the head branch lives in when it is a fork."""
     commits: list[dict[str, Any]] = field(default_factory=list)
     """The PR's commits (as the commits API lists them) when the repository has no git directory."""
+    merge_commit_sha: str | None = None
+    """After a merge: the merge commit, the squash commit or the last rebased commit on the base."""
+    merged_by: str | None = None
+    checked: tuple[str, str, str] | None = None
+    """(base branch, base sha, head sha) GitHub last computed `mergeable` for; when they change,
+    the next read answers `null` ("unknown") while GitHub computes it again."""
+    mergeable_for: dict[tuple[str, str, str], bool] = field(default_factory=dict)
 
 
 @dataclass
@@ -206,6 +215,11 @@ class FakeRepo:
     """Commits GitHub has, registered by tests without a git directory."""
     branches: dict[str, str] = field(default_factory=dict)
     """Branch → sha, registered by tests without a git directory."""
+    delete_branch_on_merge: bool = False
+    """"Automatically delete head branches" (off by default, as on GitHub)."""
+    allow_merge_commit: bool = True
+    allow_squash_merge: bool = True
+    allow_rebase_merge: bool = True
 
     @property
     def full_name(self) -> str:

@@ -1,5 +1,14 @@
 """The pull request endpoints FakeGitHub serves: list, create (refusing what GitHub refuses:
-a missing branch, no new commits, a duplicate), get, edit, reviewers, commits and review comments."""
+a missing branch, no new commits, a duplicate), get, edit, reviewers, commits and review comments.
+
+`mergeable` is computed from the git content (a conflicting pull request is `false`,
+`mergeable_state: "dirty"`). GitHub computes it in the background: after the base branch
+or the head moved, or the base was changed, the next `GET /pulls/{n}` answers `null`
+("unknown") and starts the computation; the read after it has the value.
+
+Editing refuses what GitHub refuses: a new base on a closed pull request, a base that does
+not exist or is the head, reopening a merged one or one whose branch was deleted.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bot.testing import fake_github_events as events
 from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
+from bot.testing.fake_github_gitwrite import merge_tree
 from bot.testing.fake_github_model import (
     FakePull,
     FakeRepo,
@@ -29,11 +40,51 @@ if TYPE_CHECKING:
 REPO = "/repos/{owner}/{repo}"
 
 
-def pull_data(fake: FakeGitHub, repo: FakeRepo, pull: FakePull) -> dict[str, Any]:
+def head_ref_of(pull: FakePull) -> str:
+    """Where GitHub keeps the head: the branch, or `refs/pull/{n}/head` for a fork's."""
+    return pull.head_ref if pull.head_repo is None else f"refs/pull/{pull.number}/head"
+
+
+def current_key(fake: FakeGitHub, repo: FakeRepo, pull: FakePull) -> tuple[str, str, str]:
+    """(base branch, base sha, head sha) now: what `mergeable` depends on."""
+    base_sha = fake.branch_head(repo.full_name, pull.base_ref) or ""
+    head_sha = pull.head_sha
+    if pull.head_repo is None:
+        head_sha = fake.branch_head(repo.full_name, pull.head_ref) or head_sha
+    return (pull.base_ref, base_sha, head_sha)
+
+
+def mergeability(
+    fake: FakeGitHub, repo: FakeRepo, pull: FakePull, *, settle: bool
+) -> tuple[bool | None, str]:
+    """(`mergeable`, `mergeable_state`). `settle`: this read starts GitHub's computation when
+    what it depends on changed (a `GET /pulls/{n}`); other reads just see it unknown."""
+    if pull.merged:
+        return None, "unknown"
+    key = current_key(fake, repo, pull)
+    if key != pull.checked:
+        if settle:
+            pull.checked = key
+        return None, "unknown"
+    if key not in pull.mergeable_for:
+        git_dir, (_, base_sha, head_sha) = repo.git_dir, key
+        clean = True
+        if git_dir is not None and g.is_sha(base_sha) and g.resolve(git_dir, base_sha):
+            head = g.resolve(git_dir, head_sha) or g.resolve(git_dir, head_ref_of(pull))
+            clean = head is not None and merge_tree(git_dir, base_sha, head) is not None
+        pull.mergeable_for = {key: clean}
+    if not pull.mergeable_for[key]:
+        return False, "dirty"
+    return True, "draft" if pull.draft else "clean"
+
+
+def pull_data(fake: FakeGitHub, repo: FakeRepo, pull: FakePull, *, settle: bool = False) -> dict[str, Any]:
     """A pull request as the REST API (and a `pull_request` delivery) shows it; a fork's
     head is the fork (`head.repo.fork: true`)."""
     users = {login: fake._user(login) for login in {repo.owner, repo.issues[pull.number].user}}
     users.update({login: fake._user(login) for login in pull.requested_reviewers})
+    if pull.merged_by:
+        users.setdefault(pull.merged_by, fake._user(pull.merged_by))
     issue = repo.issues[pull.number]
     if pull.head_repo is None and issue.state == "open":
         pull.head_sha = fake.branch_head(repo.full_name, pull.head_ref) or pull.head_sha
@@ -43,6 +94,7 @@ def pull_data(fake: FakeGitHub, repo: FakeRepo, pull: FakePull) -> dict[str, Any
         fork = fake.repos.get(pull.head_repo) or FakeRepo(repo.id + 7, owner, name)
         head_data = {**fake._repo_data(fork), "fork": True}
         users.setdefault(owner, fake._user(owner))
+    mergeable, state = mergeability(fake, repo, pull, settle=settle)
     return j.pull_json(
         fake.urls,
         repo,
@@ -52,7 +104,59 @@ def pull_data(fake: FakeGitHub, repo: FakeRepo, pull: FakePull) -> dict[str, Any
         repo_data=fake._repo_data(repo),
         head_repo_data=head_data,
         base_sha=fake.branch_head(repo.full_name, pull.base_ref) or "0" * 40,
+        mergeable=mergeable,
+        mergeable_state=state,
     )
+
+
+def close_pull(fake: FakeGitHub, repo: FakeRepo, pull: FakePull, *, sender: str) -> None:
+    """GitHub closes an open pull request (without merging it) and says so."""
+    issue = repo.issues[pull.number]
+    pull.head_sha = current_key(fake, repo, pull)[2]
+    issue.state, issue.closed_at = "closed", now_iso()
+    issue.updated_at = issue.closed_at
+    events.pull_request(fake, repo, pull_data(fake, repo, pull), action="closed", sender=sender)
+
+
+def retarget(
+    fake: FakeGitHub, repo: FakeRepo, pull: FakePull, base: str, *, old_sha: str, sender: str
+) -> None:
+    """The pull request's base becomes `base` (`pull_request.edited` with `changes.base`)."""
+    old = pull.base_ref
+    pull.base_ref = base
+    repo.issues[pull.number].updated_at = now_iso()
+    changes = {"base": {"ref": {"from": old}, "sha": {"from": old_sha}}}
+    events.pull_request(
+        fake, repo, pull_data(fake, repo, pull), action="edited", sender=sender, changes=changes
+    )
+
+
+def _refuse(field: str, message: str, code: str = "invalid") -> HttpError:
+    error = {"resource": "PullRequest", "field": field, "code": code, "message": message}
+    return HttpError(422, "Validation Failed", [error])
+
+
+def check_edit(fake: FakeGitHub, repo: FakeRepo, pull: FakePull, data: dict[str, Any]) -> None:
+    """Refuse an edit GitHub refuses, before any of it is applied."""
+    issue = repo.issues[pull.number]
+    if "base" in data:
+        base = data["base"]
+        if not isinstance(base, str) or not base:
+            raise _refuse("base", "Ref must be a string")
+        if issue.state != "open":
+            raise _refuse("base", "Cannot change the base branch of a closed pull request.")
+        if fake.branch_head(repo.full_name, base) is None:
+            raise _refuse("base", f"Proposed base branch '{base}' was not found")
+        if pull.head_repo is None and base == pull.head_ref:
+            raise invalid("PullRequest", "base")
+    if data.get("state") == "open" and issue.state == "closed":
+        if pull.merged:
+            raise _refuse("state", "state cannot be changed. The pull request has been merged.", "custom")
+        branches = [pull.base_ref] + ([pull.head_ref] if pull.head_repo is None else [])
+        for branch in branches:
+            if fake.branch_head(repo.full_name, branch) is None:
+                message = f"state cannot be changed. The {branch} branch has been deleted."
+                raise _refuse("state", message, "custom")
 
 
 def _head_owner(repo: FakeRepo, pull: FakePull) -> str:
@@ -134,19 +238,38 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
     def pull(request: Request, data: Any) -> Response:
         repo, found = pull_of(request)
         if request.method == "PATCH":
-            issue = repo.issues[found.number]
-            data = data or {}
-            if "title" in data:
-                issue.title = require_text(data, "title", "PullRequest") or ""
-            if "body" in data:
-                issue.body = require_text(data, "body", "PullRequest", required=False)
-            if "base" in data:
-                found.base_ref = str(data["base"])
-            if data.get("state") in ("open", "closed"):
-                issue.state = data["state"]
-                issue.closed_at = now_iso() if issue.state == "closed" else None
-            issue.updated_at = now_iso()
-        return JSONResponse(pull_body(repo, found))
+            edit_pull(repo, found, data if isinstance(data, dict) else {})
+        return JSONResponse(pull_data(fake, repo, found, settle=request.method == "GET"))
+
+    def edit_pull(repo: FakeRepo, found: FakePull, data: dict[str, Any]) -> None:
+        check_edit(fake, repo, found, data)
+        issue = repo.issues[found.number]
+        changes: dict[str, Any] = {}
+        if "title" in data:
+            title = require_text(data, "title", "PullRequest") or ""
+            if title != issue.title:
+                changes["title"] = {"from": issue.title}
+            issue.title = title
+        if "body" in data:
+            body = require_text(data, "body", "PullRequest", required=False)
+            if body != issue.body:
+                changes["body"] = {"from": issue.body or ""}
+            issue.body = body
+        if "base" in data and data["base"] != found.base_ref:
+            old_sha = fake.branch_head(repo.full_name, found.base_ref) or "0" * 40
+            changes["base"] = {"ref": {"from": found.base_ref}, "sha": {"from": old_sha}}
+            found.base_ref = data["base"]
+        issue.updated_at = now_iso()
+        if changes:
+            shown = pull_data(fake, repo, found)
+            events.pull_request(fake, repo, shown, action="edited", sender=fake.actor, changes=changes)
+        if data.get("state") == "closed" and issue.state == "open":
+            close_pull(fake, repo, found, sender=fake.actor)
+        elif data.get("state") == "open" and issue.state == "closed":
+            issue.state, issue.closed_at, issue.state_reason = "open", None, None
+            events.pull_request(
+                fake, repo, pull_data(fake, repo, found), action="reopened", sender=fake.actor
+            )
 
     def request_reviewers(request: Request, data: Any) -> Response:
         repo, found = pull_of(request)

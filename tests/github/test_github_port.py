@@ -204,6 +204,7 @@ async def test_pull_requests(port: GitHubKitPort, fake: FakeGitHub) -> None:
     await port.request_reviewers(REPO, created.number, reviewers=["alice"], team_reviewers=["core"])
     assert fake.repo(REPO).pulls[created.number].requested_reviewers == ["alice"]
     assert fake.repo(REPO).pulls[created.number].requested_teams == ["core"]
+    fake.repo(REPO).pulls[created.number].draft = False  # GitHub refuses to merge a draft
     fake.merge_pull(REPO, created.number)
     merged = await port.get_pull_request(REPO, created.number)
     assert merged.merged and merged.state == "closed"
@@ -277,6 +278,9 @@ async def test_draft_state_changes_over_graphql_as_github_allows(
     assert fake.repo(REPO).pulls[pr.number].draft
     with pytest.raises(GitHubError, match="Could not resolve"):
         await port.mark_ready_for_review(REPO, "PR_unknown")
+    with pytest.raises(ValueError, match="still a draft"):  # as GitHub, the fake merges no draft
+        fake.merge_pull(REPO, pr.number)
+    fake.repo(REPO).pulls[pr.number].draft = False
     fake.merge_pull(REPO, pr.number)
     with pytest.raises(GitHubError, match="closed"):
         await port.mark_ready_for_review(REPO, pr.node_id)
