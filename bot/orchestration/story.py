@@ -19,6 +19,7 @@ from bot.orchestration.judging import base_judge
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
+from bot.orchestration.secretgate import hold_back
 from bot.orchestration.setup import (
     SETUP_GATE,
     gate_confinement,
@@ -35,6 +36,8 @@ from bot.plan import Story
 from bot.plan.state import StoryStatus
 from bot.workspace.git import PushRejected
 from bot.workspace.policy import policy_violations, revert, violation_feedback
+from bot.workspace.secretscan import failure as secret_failure
+from bot.workspace.secretscan import feedback as secret_feedback
 from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view
 
 log = logging.getLogger(__name__)
@@ -177,7 +180,9 @@ async def _attempts(
     """
     max_attempts = 1 + run.config.gates.max_retries
     attempt = start
+    scanned = await run.mirror.resolve(base_ref)  # what is scanned already: pushed, or the base
     while attempt < max_attempts or committed is not None:
+        resumed = committed is not None
         if committed is not None:
             attempt = max(attempt, 1)
             record = run.state.stories[story.id]
@@ -223,9 +228,19 @@ async def _attempts(
                     reason=reason or f"the agent ({result.agent}) changed nothing",
                 )
                 return
-            if sha is not None:  # saved before it is pushed: a crash from here on resumes from it
-                await run.story(story.id, important=True, commit=head)
-                await run.reached("committed", story.id)
+        if head != scanned:  # no credential leaves: the commits are undone, the agent told
+            findings = await hold_back(run, story.id, wt, since=scanned, head=head)
+            if findings:
+                feedback = secret_feedback(findings)
+                if attempt < max_attempts:
+                    continue
+                reason = secret_failure(findings, attempts=attempt)
+                await run.story(story.id, important=True, status=StoryStatus.FAILED, reason=reason)
+                return
+            scanned = head
+        if sha is not None and not resumed:  # saved before it is pushed: a crash from here on resumes from it
+            await run.story(story.id, important=True, commit=head)
+            await run.reached("committed", story.id)
         if sha is not None and run.push:
             await _push(run, wt.branch, head)
             await run.reached("pushed", story.id)
