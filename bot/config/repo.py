@@ -266,10 +266,7 @@ class PathsConfig(_Section):
 class DependenciesConfig(_Section):
     """Packages a story adds or upgrades, looked up in the GitHub Advisory Database."""
 
-    check: bool = Field(
-        True,
-        description="Look up added and upgraded packages (a `dependencies` check run, listed in the PR).",
-    )
+    check: bool = Field(True, description="Look up added and upgraded packages (check run, PR body table).")
     fail_on: Literal["low", "medium", "high", "critical", "never"] = Field(
         "high",
         description="Lowest advisory severity that fails the story (malware always does); never = report.",

@@ -25,6 +25,7 @@ from bot.github.models import (
     ReviewComment,
 )
 from bot.github.models_actions import WorkflowJob, WorkflowRun
+from bot.github.models_advisories import Advisory
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 """A user's role on a repository, strongest first."""
@@ -184,5 +185,12 @@ class GitHubPort(Protocol):
     async def mark_ready_for_review(self, repo: str, node_id: str) -> None: ...
 
     async def get_app_slug(self) -> str | None: ...
+
+    # The GitHub Advisory Database
+    async def list_global_advisories(
+        self, *, ecosystem: str, affects: Sequence[str], type: str = "reviewed"
+    ) -> list[Advisory]:
+        """Advisories of `type` (`reviewed`, `malware`) affecting any `name@version` of `affects`."""
+        ...
 
     async def git_token(self) -> str | None: ...

@@ -14,6 +14,7 @@ from bot.errors import AgentError, WorkspaceError
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, conclusion, failure_feedback
 from bot.gates.run import run_gates
+from bot.orchestration.depcheck import check_dependencies
 from bot.orchestration.envcopy import reuse_base_environment, setup_files_changed
 from bot.orchestration.judging import base_judge
 from bot.orchestration.resume import committed_work, story_trailers
@@ -256,7 +257,8 @@ async def _attempts(
             gates = run.state.stories[story.id].gates
             await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
             await report_setup(run, setup, scope=story.id, head=head)
-        results = await _gates(run, story, wt, home, head, attempt)
+        checked = await check_dependencies(run, story.id, base_ref=base_ref, head=head, attempt=attempt)
+        results = [*checked, *await _gates(run, story, wt, home, head, attempt)]
         failed = [r for r in results if not r.passed]
         if result.status != "finished" and not results:
             feedback = result.reason

@@ -31,6 +31,7 @@ from bot.testing import fake_github_json as j
 from bot.testing import fake_github_merge as merge
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
+from bot.testing.fake_github_advisories import advisory_routes, fixture_advisories
 from bot.testing.fake_github_faults import Faults
 from bot.testing.fake_github_hooks import FakeHooks
 from bot.testing.fake_github_log import RequestLog, conditional
@@ -82,6 +83,8 @@ class FakeGitHub(RequestLog):
     """The App's installation the deliveries in `outbox` name (none when None)."""
     outbox: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """(event, payload) GitHub sends about merges, pushes, deleted branches… (`fake_github_events`)."""
+    advisories: list[dict[str, Any]] = field(default_factory=fixture_advisories)
+    """The global Advisory Database `GET /advisories` serves (`fake_github_advisories`)."""
 
     def __post_init__(self) -> None:
         self.actor = self.actor or f"{self.app_slug}[bot]"
@@ -378,6 +381,7 @@ class FakeGitHub(RequestLog):
                 *review_routes(self),
                 *actions_routes(self),
                 *runs_routes(self),
+                *advisory_routes(self),
                 *self.hooks.routes(),
             ]
         ]

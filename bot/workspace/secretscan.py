@@ -33,7 +33,7 @@ from detect_secrets.filters import heuristic
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.base import BasePlugin
+from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.basic_auth import BasicAuthDetector
 from detect_secrets.plugins.cloudant import CloudantDetector
 from detect_secrets.plugins.discord import DiscordBotTokenDetector
@@ -78,7 +78,7 @@ _PLACEHOLDERS = frozenset(
     {"password", "passwd", "pass", "secret", "changeme", "example", "test", "user", "admin", "root"}
 )
 """URL passwords that are placeholders, not credentials (also: the user name again, `***`)."""
-_PROVIDERS: tuple[BasePlugin, ...] = (
+_PROVIDERS: tuple[RegexBasedDetector, ...] = (
     ArtifactoryDetector(),
     AWSKeyDetector(),
     AzureStorageKeyDetector(),
@@ -104,15 +104,19 @@ _PROVIDERS: tuple[BasePlugin, ...] = (
     TwilioKeyDetector(),
 )
 _OWN: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("GitHub Token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
-    ("Anthropic API Key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("Google API Key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("GitHub Token", re.compile(r"github_pat_[A-Za-z0-9_]{22,}")),
+    ("Anthropic API Key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}")),
+    ("Google API Key", re.compile(r"AIza[0-9A-Za-z_\-]{35}")),
 )
+_SLOW = (CloudantDetector, IbmCloudIamDetector, IbmCosHmacDetector, SoftlayerDetector)
+"""Plugins whose patterns cost most (a look-behind at every position); each needs `_ASSIGNED`."""
+_ASSIGNED = re.compile(r"(?i)key|pw|pass|token")
+"""A word each `_SLOW` pattern requires (`key|pwd|pw|password|pass|token`, `secret…key`)."""
 _KEYWORD = KeywordDetector()
 _KEYWORDS = re.compile("|".join(DENYLIST), re.IGNORECASE)
 """A line without one of the keyword plugin's words cannot match it (it is most of the cost)."""
 _TOKEN_ASSIGNMENT = re.compile(
-    r"""(?i)[\w.-]*(?:token|credential|bearer)[\w.-]*["'\]]{0,2}\s*(?::=|=>|=|:)\s*["'`]([^"'`\s]{16,})["'`]"""
+    r"""(?i)(?:token|credential|bearer)[\w.-]*["'\]]{0,2}\s*(?::=|=>|=|:)\s*["'`]([^"'`\s]{16,})["'`]"""
 )
 """Names the keyword plugin lacks (`access_token = "..."`): judged like its values."""
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=_\-.]+$")
@@ -202,6 +206,8 @@ def scan(
     needles = server_needles(known)
     found: dict[tuple[str, int, str], Finding] = {}
     skipped: dict[str, bool] = {}
+    lines = list(lines)
+    rules = _Active.of([added.text for added in lines])
     for added in lines:
         for needle in needles:
             if needle in added.text:
@@ -211,7 +217,7 @@ def scan(
             skipped[added.path] = bool(ignore) and is_denied(added.path, ignore)
         if skipped[added.path]:
             continue
-        for rule, value in _rule_hits(added.path, added.text):
+        for rule, value in _rule_hits(added.path, added.text, rules):
             shown = "" if rule == "Private Key" or len(value) < 8 else hint(value)
             found.setdefault((added.path, added.line, rule), Finding(added.path, added.line, rule, shown))
     return list(found.values())
@@ -225,18 +231,47 @@ def _windows(text: str) -> Iterable[str]:
         yield text[start : start + WINDOW]
 
 
-def _rule_hits(path: str, text: str) -> Iterable[tuple[str, str]]:
+@dataclass(frozen=True)
+class _Active:
+    """The rules that match anywhere in all the lines at once: only they run line by line.
+
+    A line is a part of the whole (lines joined by newlines, which every pattern treats like a
+    line's edge), so a rule without a match in the whole has none in any line; searching the
+    whole once per rule is most of the saving on a change without credentials."""
+
+    providers: tuple[RegexBasedDetector, ...]
+    own: tuple[tuple[str, re.Pattern[str]], ...]
+    keywords: bool
+    tokens: bool
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> _Active:
+        whole = "\n".join(texts)
+        assigned = "\n".join(text for text in texts if _ASSIGNED.search(text))
+        return cls(
+            providers=tuple(
+                p
+                for p in _PROVIDERS
+                if any(r.search(assigned if isinstance(p, _SLOW) else whole) for r in p.denylist)
+            ),
+            own=tuple((rule, pattern) for rule, pattern in _OWN if pattern.search(whole)),
+            keywords=_KEYWORDS.search(whole) is not None,
+            tokens=_TOKEN_ASSIGNMENT.search(whole) is not None,
+        )
+
+
+def _rule_hits(path: str, text: str, rules: _Active) -> Iterable[tuple[str, str]]:
     for window in _windows(text):
-        for plugin in _PROVIDERS:
+        for plugin in rules.providers:
             for value in plugin.analyze_string(window):
                 if _kept(plugin.secret_type, value, window):
                     yield plugin.secret_type, value
-        for rule, pattern in _OWN:
+        for rule, pattern in rules.own:
             for match in pattern.finditer(window):
                 if _kept(rule, match.group(0), window):
                     yield rule, match.group(0)
-        values: list[str] = [m.group(1) for m in _TOKEN_ASSIGNMENT.finditer(window)]
-        if _KEYWORDS.search(window):
+        values: list[str] = [m.group(1) for m in _TOKEN_ASSIGNMENT.finditer(window)] if rules.tokens else []
+        if rules.keywords and _KEYWORDS.search(window):
             values += _KEYWORD.analyze_string(window, denylist_regex_to_group=_keyword_regexes(path))
         for value in values:
             if _kept(KEYWORD_RULE, value, window):
