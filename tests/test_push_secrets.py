@@ -123,3 +123,56 @@ async def test_a_server_secret_is_caught_even_in_an_ignored_fixture(tmp_path: Pa
     retry = prompts(tmp_path)[1]
     assert "fixtures/env.txt:1: a secret of the Plan Cascade server (its value is withheld)" in retry
     assert server_secret not in retry
+
+
+SLACK_TOKEN = "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+FIX_PRD = """One story.
+
+```prd
+version: 1
+title: Greetings
+summary: Add a greeting file.
+stories:
+  - id: STORY-001
+    title: Hello file
+    acceptance_criteria: ["story-001.txt exists"]
+```
+"""
+
+
+async def test_a_review_fix_that_adds_a_token_is_not_pushed(tmp_path: Path) -> None:
+    from tests.harness import REPO, Harness, commented
+
+    script = agent_script(
+        tmp_path,
+        "fixer.sh",
+        'echo done > "$2/story-001.txt"\n'
+        f'if [ "$1" = FIX-001 ]; then echo "SLACK_TOKEN={SLACK_TOKEN}" > "$2/notify.env"; fi\n',
+    )
+    async with Harness(tmp_path, execute=True) as h:
+        remote = make_remote(tmp_path)
+        h.remote = remote
+        h.fake.repo(REPO).clone_url = f"file://{remote}"
+        h.fake.set_permission(REPO, "maint", "maintain")
+        h.fake.add_issue(REPO, title="Greetings", body=FIX_PRD)
+        h.fake.set_file(
+            REPO,
+            ".github/plan-cascade.yml",
+            f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
+            "  sandbox: none\ngates:\n  detect: false\n  strict: true\n",
+        )
+        maint = {"user": "maint", "association": "MEMBER"}
+        await h.deliver("issue_comment", commented(number=1, body="/plan-cascade plan"))
+        await h.drain()
+        await h.deliver("issue_comment", commented(number=1, body="/plan-cascade approve", **maint))
+        await h.drain(timeout=180)
+        [pull] = h.fake.repo(REPO).pulls.values()
+        before = git("rev-parse", "plan-cascade/1/batch-1", cwd=remote)
+        fix = commented(number=pull.number, body="/plan-cascade fix notify on Slack", on_pr=True, **maint)
+        await h.deliver("issue_comment", fix)
+        await h.drain(timeout=180)
+        assert git("rev-parse", "plan-cascade/1/batch-1", cwd=remote) == before
+        assert SLACK_TOKEN not in all_objects(remote)
+        reply = h.comments(pull.number)[-1]
+        assert "did not push" in reply and "notify.env:1 (Slack Token)" in reply
+        assert SLACK_TOKEN not in reply
