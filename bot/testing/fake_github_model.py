@@ -113,6 +113,8 @@ class FakePull:
     merge_commit_sha: str | None = None
     """After a merge: the merge commit, the squash commit or the last rebased commit on the base."""
     merged_by: str | None = None
+    merged_base: str | None = None
+    """The base branch's tip right before the merge: the PR's commits stay what they were."""
     checked: tuple[str, str, str] | None = None
     """(base branch, base sha, head sha) GitHub last computed `mergeable` for; when they change,
     the next read answers `null` ("unknown") while GitHub computes it again."""
