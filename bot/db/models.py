@@ -89,4 +89,6 @@ class Lease(Base):
     holder: Mapped[str] = mapped_column(String(128))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     mark: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    """How far the task got (the redelivery look: the newest delivery it has seen)."""
+    """How far the task got (the redelivery look: where its next look reads back to)."""
+    cursor: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """Where an unfinished walk goes on (the redelivery look: GitHub's cursor of the next page)."""
