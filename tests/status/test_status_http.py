@@ -203,6 +203,38 @@ async def test_signing_out_needs_the_csrf_token_and_ends_the_session(site) -> No
     assert (await client.get("/status")).status_code == 401
 
 
+GITHUB_TOKEN = "ghs_" + "Zq8Xw3Rt6Yu1Io4Pa7Sd0Fg2Hj5Kl9" * 2
+"""An installation token as a job's error may carry it (a git URL, a header in a traceback)."""
+
+
+async def test_job_errors_are_redacted_on_the_page_and_in_the_json(tmp_path: Path) -> None:
+    runtime, app = await _app(tmp_path, PLAN_CASCADE_STATUS_TOKEN=TOKEN)
+    url = f"https://x-access-token:{GITHUB_TOKEN}@github.com/octo-org/shop.git"
+    async with runtime.db.write() as session:
+        for row in (
+            # a dead job's error, and its delivery's (the intake's failed deliveries show it too)
+            job(id=6, status="dead", attempts=5, last_error=f"git push {url} failed", delivery_id="d-2"),
+            # a long error whose shown tail (600 characters) would begin inside the token
+            job(id=7, status="queued", attempts=1, last_error=f"fetch {GITHUB_TOKEN}" + "." * 590),
+        ):
+            session.add(Job(**{c.name: getattr(row, c.name) for c in Job.__table__.columns}))
+        d = delivery("d-2")
+        session.add(Delivery(**{c.name: getattr(d, c.name) for c in Delivery.__table__.columns}))
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    async with asgi_client(app) as client:
+        data = (await client.get("/status.json", headers=bearer)).json()
+        assert {j["id"] for j in data["work"]["dead"]} == {5, 6} and data["work"]["retrying"][0]["id"] == 7
+        assert "d-2" in {d["id"] for d in data["intake"]["failed"]}
+        for answer in (
+            await client.get("/status.json", headers=bearer),
+            await client.get("/status", headers=bearer),
+        ):
+            assert answer.status_code == 200
+            assert GITHUB_TOKEN[-12:] not in answer.text and GITHUB_TOKEN[4:16] not in answer.text
+            assert "git push https://***@github.com/octo-org/shop.git failed" in answer.text
+    await runtime.db.dispose()
+
+
 async def test_the_sign_in_form_returns_only_to_pages_of_the_status_site(site) -> None:
     client, _ = site
     form = {"content-type": "application/x-www-form-urlencoded"}
