@@ -235,6 +235,47 @@ async def test_job_errors_are_redacted_on_the_page_and_in_the_json(tmp_path: Pat
     await runtime.db.dispose()
 
 
+async def _sign_out(client: Any) -> None:
+    page = (await client.get("/status")).text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)  # type: ignore[union-attr]
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    assert (await client.post("/status/logout", content=f"csrf={csrf}", headers=form)).status_code == 303
+
+
+async def test_signing_out_ends_the_session_for_a_stolen_copy_of_the_cookie(site) -> None:
+    client, runtime = site
+    await _sign_in(client)
+    stolen = client.cookies[COOKIE]  # copied off the browser (a shared machine, a backup, malware)
+    other_runtime, app = await _app_sharing(runtime)
+    async with asgi_client(app) as thief:
+        thief.cookies.set(COOKIE, stolen)
+        assert (await thief.get("/status")).status_code == 200
+        await _sign_out(client)
+        assert (await client.get("/status")).status_code == 401
+        for path in ("/status", "/status.json", "/status/plans/octo-org/shop/12"):
+            answer = await thief.get(path)
+            assert answer.status_code == 401 and SECRET_TITLE not in answer.text, path
+    await other_runtime.db.dispose()
+
+
+async def test_a_session_works_in_every_process_and_ends_in_every_process(site) -> None:
+    client, runtime = site
+    await _sign_in(client)
+    other_runtime, other = await _app_sharing(runtime)  # a second `serve` on the same database
+    async with asgi_client(other) as second:
+        second.cookies.set(COOKIE, client.cookies[COOKIE])
+        assert (await second.get("/status")).status_code == 200
+        await _sign_out(second)
+        assert (await client.get("/status")).status_code == 401
+    await other_runtime.db.dispose()
+
+
+async def _app_sharing(runtime: Any) -> tuple[Any, Any]:
+    """Another server process over the same settings and database."""
+    other = build_runtime(runtime.settings)
+    return other, create_app(other.settings, runtime=other, start_workers=False, migrate=False)
+
+
 async def test_the_sign_in_form_returns_only_to_pages_of_the_status_site(site) -> None:
     client, _ = site
     form = {"content-type": "application/x-www-form-urlencoded"}
