@@ -67,6 +67,8 @@ class FakeComment:
     author_association: str = "NONE"
     edits: list[tuple[str, str]] = field(default_factory=list)
     """(editor login, when) for every edit after creation, as GraphQL `userContentEdits` lists them."""
+    app_slug: str | None = None
+    """The App whose token wrote it (`performed_via_github_app`); None: a person's."""
 
 
 @dataclass
@@ -135,7 +137,7 @@ class FakeCheckRun:
     started_at: str = field(default_factory=now_iso)
     completed_at: str | None = None
     app_slug: str | None = None
-    """Another App's run (`github-actions` for a workflow job); None: ours."""
+    """Another App's run (`github-actions` for a workflow job or a workflow token's run); None: ours."""
     run_id: int | None = None
     """For a workflow job: its workflow run."""
 
