@@ -306,3 +306,22 @@ async def _pull_mergeable(h: Harness, number: int) -> bool | None:
             if value is not None:
                 return value
     return None
+
+
+async def test_a_stacked_pr_github_closed_with_its_base_gets_a_new_one(h: Harness) -> None:
+    """GitHub retargets the PRs on a merged branch it deletes, but people report it closing them
+    instead when the branch goes through the API: the batch then gets a new pull request."""
+    await _run_plan(h)
+    first, second = _pulls(h)
+    h.fake.merge_pull(REPO, first.number, method="squash")
+    git("branch", "-D", BATCH_1, cwd=h.remote)  # deleted behind GitHub's back: no retarget…
+    h.fake.repo(REPO).issues[second.number].state = "closed"  # …and the PR above it closed
+    await _settle(h)
+    third = _pulls(h)[-1]
+    assert third.number not in (first.number, second.number)
+    assert (third.head_ref, third.base_ref) == (BATCH_2, "main")
+    assert _files(h, "main", BATCH_2) == ["story-003.txt"]
+    assert _state(h).batches[1].pr_number == third.number
+    h.fake.merge_pull(REPO, third.number, method="squash")
+    await _settle(h)
+    assert _state(h).summary_posted
