@@ -115,6 +115,8 @@ def expected_base(state: PlanState, batch: int, *, base_branch: str, stacked: bo
     open batch (and always without stacking), else the previous batch's branch."""
     if not stacked or batch == 1:
         return base_branch
+    if batch - 2 >= len(state.batches):
+        return f"plan-cascade/{state.issue}/batch-{batch - 1}"
     previous = state.batches[batch - 2]
     if previous.merged:
         return base_branch

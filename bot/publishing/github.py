@@ -22,6 +22,7 @@ from bot.orchestration.acceptance import BatchReview, merge_and_review
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch
 from bot.orchestration.verdicts import REVIEW_MARKER, diff_lines, draft_reason, line_comments, review_body
+from bot.plan.stack import expected_base
 from bot.plan.state import BatchState, PlanState, batch_record, with_batch
 from bot.publishing.rollup import post_rollup
 from bot.rendering import messages
@@ -192,11 +193,9 @@ class GitHubPublisher:
         unmet = draft_reason(run.state, review.checks) if review is not None else None
         draft = (failed_gate and run.config.publishing.draft_on_failure) or unmet is not None
         reason = "an integration gate failed" if failed_gate else unmet
-        base = (
-            run.base_branch
-            if (batch == 1 or run.config.execution.stacking == "sequential")
-            else batch_branch(run.branch_prefix, batch - 1)
-        )
+        # The previous batch's branch, unless that batch is merged already: then the base branch.
+        stacked = run.config.execution.stacking == "stacked"
+        base = expected_base(run.state, batch, base_branch=run.base_branch, stacked=stacked)
 
         def body(draft: bool) -> str:
             return pr_body(
