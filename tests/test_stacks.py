@@ -14,7 +14,7 @@ from bot.clock import utcnow
 from bot.plan.state import PlanStatus
 from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, git
-from tests.harness import REPO, Harness, commented
+from tests.harness import REPO, Harness, commented, pr_closed
 
 PRD = """Two batches.
 
@@ -178,6 +178,10 @@ async def test_a_batch_merged_into_the_dead_branch_below_does_not_count(h: Harne
     assert any(said in c for c in h.comments(1))
     assert not any("Plan completed" in c for c in h.comments(1))
     assert h.fake.repo(REPO).issues[1].state == "open"
+    # GitHub redelivers the merge: nothing is said twice.
+    await h.deliver("pull_request", pr_closed(h.fake, second.number))
+    await h.drain()
+    assert sum(said in c for c in h.comments(1)) == 1
     # `rebase` on the issue gives batch 2 a new pull request into main; merging it completes the plan.
     await h.deliver(
         "issue_comment", commented(number=1, body="/plan-cascade rebase", user="maint", association="MEMBER")

@@ -140,6 +140,8 @@ async def on_batch_merged(session: Session, loaded: LoadedPlan, *, batch: int, n
     except GitHubError as exc:
         log.info("merged #%s not counted: GitHub could not confirm it (%s)", number, exc.message)
         return
+    if record.merged_into is not None and record.merged_into == pr.base_ref:
+        return  # said already (a redelivery)
     problem = merge_problem(session.repo, record, pr, commits)
     if problem is not None:
         log.info("merged #%s does not count as batch %s of #%s: %s", number, batch, session.issue, problem)
