@@ -127,9 +127,14 @@ class StackKeeper:
             assert head is not None
             if self.wanted is not None:
                 run.still_wanted = self.wanted(number)
-            rebuilt = await rebuild_batch(
-                run, number, old_head=head, onto=onto, exclude=exclude, onto_label=label
-            )
+            try:
+                rebuilt = await rebuild_batch(
+                    run, number, old_head=head, onto=onto, exclude=exclude, onto_label=label
+                )
+            except WorkspaceError as exc:  # git itself failed: said on the PR, the branch untouched
+                log.warning("could not rebuild batch %s: %s", number, exc.message)
+                await self._comment(number, say.rebuild_error(onto=label, cause=cause, error=exc.message))
+                break
             if not rebuilt.ok:
                 await self._conflicted(number, rebuilt, onto=label, cause=cause)
                 break
