@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigurationError
 from bot.llm.registry import configuration_problem
-from bot.workspace.egress import parse_egress
+from bot.workspace.egress_rules import parse_egress
 from bot.workspace.reaper import ProcessRegistry
 from bot.workspace.sandbox import Sandbox
 

@@ -202,7 +202,7 @@ class Sandbox:
     """Variables handed to setup commands (`PLAN_CASCADE_SETUP_ENV`, e.g. a private package index)."""
     setup_egress: tuple[str, ...] | None = None
     """Where confined setup may connect, through the bot's proxy (`PLAN_CASCADE_SETUP_EGRESS`);
-    None: the public registries (`bot.workspace.egress.DEFAULT_SETUP_EGRESS`)."""
+    None: the public registries (`bot.workspace.egress_rules.DEFAULT_SETUP_EGRESS`)."""
 
     def problem(self) -> str | None:
         """Why bubblewrap cannot confine processes here (None when it can)."""
