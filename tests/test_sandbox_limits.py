@@ -189,3 +189,59 @@ def test_a_delegated_cgroup_v2_folder_gets_a_group_with_both_limits(tmp_path: Pa
     assert (group.folders[0] / "pids.max").read_text() == "40"
     assert (group.folders[0] / "memory.max").read_text() == str(64 * 1024 * 1024)
     assert find_cgroups("off") is None
+
+
+NOT_ROOT = """
+import asyncio, json, sys
+from pathlib import Path
+from bot.workspace.process import run_process, scrubbed_env
+from tests.support import make_settings
+
+top = Path(sys.argv[1])
+for name in ("wt", "home"):
+    (top / name).mkdir()
+settings = make_settings(top, PLAN_CASCADE_SANDBOX_PROCESSES="30", PLAN_CASCADE_SANDBOX_OPEN_FILES="200")
+jail = settings.sandbox_policy().confinement(worktree=top / "wt", home=top / "home")
+env = scrubbed_env(home=top / "home")
+async def main():
+    for script in sys.argv[2:]:
+        argv = ["python3", "-c", script]
+        done = await run_process(argv, cwd=top / "wt", env=env, timeout=60, confinement=jail)
+        print(json.dumps(done.output))
+asyncio.run(main())
+"""
+
+
+def test_a_server_that_is_not_root_limits_processes_per_sandbox_without_cgroups() -> None:
+    """Run as uid 65534 (no cgroup can be made): `RLIMIT_NPROC`, set once the sandbox's user
+    namespace exists, counts that sandbox alone (not the 40 other processes of the server's user)
+    and stops the fork bomb; open files stop too."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.support import run_as_server, server_folder
+
+    with server_folder("plan-cascade-limits-") as top:
+        busy = subprocess.Popen(  # the server's own processes: they do not count against a sandbox
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                "sleep 30 & sleep 30 & wait",
+            ]
+            if os.geteuid() == 0
+            else ["sh", "-c", "sleep 30 & sleep 30 & wait"]
+        )
+        try:
+            done = run_as_server([sys.executable, "-c", NOT_ROOT, str(top), FORK_BOMB, OPEN_FILES], cwd=top)
+        finally:
+            busy.kill()
+            busy.wait()
+    assert done.returncode == 0, done.stderr[-2000:]
+    forks, files = (json.loads(line) for line in done.stdout.strip().splitlines()[-2:])
+    assert 20 < number(r"STARTED (\d+)", forks) < 30, forks
+    assert number(r"OPENED (\d+)", files) < 200, files

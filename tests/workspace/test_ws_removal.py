@@ -10,17 +10,14 @@ as hostile code would and removes it with the bot's `remove_worktree`.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-NOBODY = 65534
+from tests.support import own_as_server, run_as_server, server_folder
+
 CHILD = r"""
 import asyncio, json, os, subprocess, sys
 from pathlib import Path
@@ -78,38 +75,18 @@ asyncio.run(main())
 """
 
 
-def as_server(args: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`args` run as a server that is not root: as uid 65534 when the tests run as root."""
-    drop = (
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
-    )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HOME": str(cwd)}
-    return subprocess.run([*drop, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
-
-
 @pytest.fixture
 def unprivileged_top() -> Iterator[Path]:
-    """A folder the unprivileged child owns (outside pytest's root-only temporary folders)."""
-    top = Path(tempfile.mkdtemp(prefix="plan-cascade-removal-"))
-    (top / "outside").mkdir()
-    (top / "outside" / "keep.txt").write_text("not the worktree's\n")
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("setpriv (util-linux) is needed to run as another user")
-        for path in (top, top / "outside", top / "outside" / "keep.txt"):
-            os.chown(path, NOBODY, NOBODY)
-        probe = as_server([sys.executable, "-c", "import bot.workspace.worktree"], cwd=top)
-        if probe.returncode != 0:
-            pytest.skip(f"this Python cannot run as uid {NOBODY}: {probe.stderr.strip()[-200:]}")
-    try:
+    """A folder the unprivileged child owns, and a folder beside its worktree that must stay."""
+    with server_folder("plan-cascade-removal-") as top:
+        (top / "outside").mkdir()
+        (top / "outside" / "keep.txt").write_text("not the worktree's\n")
+        own_as_server(top / "outside", top / "outside" / "keep.txt")
         yield top
-    finally:  # whatever the child left (on the code before the fix: all of it)
-        subprocess.run(["chmod", "-R", "u+rwx", str(top)], check=False, capture_output=True)
-        subprocess.run(["rm", "-rf", str(top)], check=True)
 
 
 def test_a_server_that_is_not_root_removes_whatever_a_worktree_holds(unprivileged_top: Path) -> None:
-    done = as_server([sys.executable, "-c", CHILD, str(unprivileged_top)], cwd=unprivileged_top)
+    done = run_as_server([sys.executable, "-c", CHILD, str(unprivileged_top)], cwd=unprivileged_top)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["error"] is None, seen
