@@ -27,9 +27,8 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from bot.workspace.egress_rules import (
     DEFAULT_SETUP_EGRESS,
@@ -45,7 +44,6 @@ from bot.workspace.egress_rules import (
 __all__ = ["DEFAULT_SETUP_EGRESS", "EgressProxy", "Entry", "destination", "parse_egress", "public"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 HEAD_LIMIT = 16_384
 CONNECT_TIMEOUT = 30.0
@@ -171,12 +169,15 @@ class EgressProxy:
         try:
             if method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                inward = _relay(reader, up_writer, activity, self.idle_timeout)
+                inward = _relay(reader, up_writer, activity)
             else:
                 up_writer.write(request)
-                inward = _nothing_more(reader, activity, self.idle_timeout)
-            outward = _relay(up_reader, writer, activity, self.idle_timeout)
-            await _tunnel(inward, outward, answer_after_eof=method != "CONNECT")
+                inward = _nothing_more(reader)
+            outward = _relay(up_reader, writer, activity)
+            answer_after_eof = method != "CONNECT"
+            await _tunnel(
+                inward, outward, activity=activity, idle=self.idle_timeout, answer_after_eof=answer_after_eof
+            )
         finally:
             up_writer.close()
 
@@ -248,48 +249,49 @@ class _Activity:
         self.last = time.monotonic()
 
 
-async def _before_idle(make: Callable[[], Awaitable[T]], activity: _Activity, idle: float) -> T:
-    """`make()`'s result, unless the tunnel goes idle first (TimeoutError)."""
-    while True:
-        remaining = activity.last + idle - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the tunnel was idle")
-        try:
-            return await asyncio.wait_for(make(), remaining)
-        except TimeoutError:
-            continue  # the other direction may have carried data meanwhile
+async def _silence(activity: _Activity, idle: float) -> None:
+    """Return once the tunnel has carried nothing for `idle` seconds (one timer per tunnel, not
+    one per read: the relays only note the time)."""
+    while (left := activity.last + idle - time.monotonic()) > 0:  # noqa: ASYNC110 - a moving deadline
+        await asyncio.sleep(left)
 
 
-async def _relay(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, activity: _Activity, idle: float
-) -> None:
+async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, activity: _Activity) -> None:
     try:
-        while data := await _before_idle(lambda: reader.read(65_536), activity, idle):
+        while data := await reader.read(65_536):
             activity.last = time.monotonic()
             writer.write(data)
-            await _before_idle(writer.drain, activity, idle)
+            await writer.drain()  # a reader that stops reading makes the tunnel go silent
     finally:
         with contextlib.suppress(OSError):
             if writer.can_write_eof():
                 writer.write_eof()
 
 
-async def _nothing_more(reader: asyncio.StreamReader, activity: _Activity, idle: float) -> None:
+async def _nothing_more(reader: asyncio.StreamReader) -> None:
     """After a plain http request, the client's side: it may close, but whatever else it sends
     (a second request on the connection, for a host the proxy never checked) is never passed on."""
-    await _before_idle(lambda: reader.read(1), activity, idle)
+    await reader.read(1)
 
 
-async def _tunnel(inward: Awaitable[None], outward: Awaitable[None], *, answer_after_eof: bool) -> None:
+async def _tunnel(
+    inward: Awaitable[None],
+    outward: Awaitable[None],
+    *,
+    activity: _Activity,
+    idle: float,
+    answer_after_eof: bool,
+) -> None:
     """Both directions of a connection. It ends when the upstream's side ends (all of it was
-    passed on), when either side goes idle, and when the client's side ends, unless the client
-    still waits for the answer to its request (plain http)."""
+    passed on), when it carried nothing either way for `idle` seconds, and when the client's
+    side ends, unless the client still waits for the answer to its request (plain http)."""
     up, down = asyncio.ensure_future(inward), asyncio.ensure_future(outward)
+    quiet = asyncio.ensure_future(_silence(activity, idle))
     try:
-        await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-        if answer_after_eof and not down.done() and up.exception() is None:
-            await down
+        await asyncio.wait({up, down, quiet}, return_when=asyncio.FIRST_COMPLETED)
+        if answer_after_eof and up.done() and not down.done() and not quiet.done() and up.exception() is None:
+            await asyncio.wait({down, quiet}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (up, down):
+        for task in (up, down, quiet):
             task.cancel()
-        await asyncio.gather(up, down, return_exceptions=True)
+        await asyncio.gather(up, down, quiet, return_exceptions=True)
