@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from pathlib import Path
 
 from bot.agent.base import AgentResult, AgentTask, Phase
@@ -35,6 +34,7 @@ from bot.plan import Story
 from bot.plan.state import StoryStatus
 from bot.workspace.git import PushRejected
 from bot.workspace.policy import policy_violations, revert, violation_feedback
+from bot.workspace.removal import discard
 from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 
 def gate_specs(run: Run, story: Story | None, root: Path) -> list[GateSpec]:
     """Configured or detected gates, plus the story's own verification command (none without
-    a story: the base check runs the gates every story shares)."""
+    a story: the base check runs the gates every story shares). Detection lists the worktree's
+    files (up to 50,000): async code calls this through `asyncio.to_thread`."""
     g = run.config.gates
     return gates_from_config(
         typecheck=g.typecheck,
@@ -144,7 +145,9 @@ async def cleanup(worktree: Worktree, home: Path) -> None:
                 await remove_worktree(worktree)
         except WorkspaceError as exc:
             log.warning("could not remove worktree %s: %s", worktree.path, exc.message)
-        shutil.rmtree(home, ignore_errors=True)
+        except OSError as exc:  # the file system refused (permissions are given back first)
+            log.warning("could not remove worktree %s: %s", worktree.path, exc)
+        await discard(home)
 
     task = asyncio.ensure_future(remove())
     try:
@@ -333,7 +336,7 @@ async def _run_agent(
 async def _gates(
     run: Run, story: Story, wt: Worktree, home: Path, head: str, attempt: int
 ) -> list[GateResult]:
-    specs = gate_specs(run, story, wt.path)
+    specs = await asyncio.to_thread(gate_specs, run, story, wt.path)  # lists the worktree: off the loop
     if not specs:
         return []  # no gate: no sandbox, nor a copy of the repository's git, to make for it
     scope = story.id
