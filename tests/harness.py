@@ -117,6 +117,8 @@ class Harness:
         self.fake = fake or FakeGitHub(api_url="http://github.test", strict=True)
         self.fake.add_repo(REPO)
         self.settings = make_settings(tmp_path, GITHUB_API_URL=self.fake.api_url, **settings)
+        if fake is None:  # GitHub names the App the settings name (its check runs carry that id)
+            self.fake.app_id = int(str(self.settings.app_id))
         from bot.github.throttle import Throttle
 
         services = Services(

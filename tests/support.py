@@ -151,3 +151,54 @@ def audit_threads(event: str, matches: Callable[[tuple[Any, ...]], bool]) -> Ite
         yield listener[2]
     finally:
         _audit_listeners.remove(listener)
+
+
+NOBODY = 65534
+
+
+def run_as_server(args: list[str], *, cwd: Path) -> Any:
+    """`args` run as a server that is not root would run them: as uid 65534 when the tests run as
+    root (`setpriv`), as they are otherwise; the package importable, nothing else in the env."""
+    import os
+    import subprocess
+
+    drop = (
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HOME": str(cwd)}
+    return subprocess.run([*drop, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+def own_as_server(*paths: Path) -> None:
+    """Make `paths` belong to the user `run_as_server` runs as."""
+    import os
+
+    if os.geteuid() == 0:
+        for path in paths:
+            os.chown(path, NOBODY, NOBODY)
+
+
+@contextmanager
+def server_folder(prefix: str) -> Iterator[Path]:
+    """A folder owned by the user `run_as_server` runs as (pytest's own are root's alone); the test
+    is skipped where this Python cannot run as that user. Removed afterwards, whatever is in it."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pytest
+
+    top = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.skip("setpriv (util-linux) is needed to run as another user")
+            own_as_server(top)
+            probe = run_as_server([sys.executable, "-c", "import bot.workspace.worktree"], cwd=top)
+            if probe.returncode != 0:
+                pytest.skip(f"this Python cannot run as uid {NOBODY}: {probe.stderr.strip()[-200:]}")
+        yield top
+    finally:  # whatever is left (before a fix: all of it, made unreadable)
+        subprocess.run(["chmod", "-R", "u+rwx", str(top)], check=False, capture_output=True)
+        subprocess.run(["rm", "-rf", str(top)], check=True)

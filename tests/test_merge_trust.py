@@ -100,7 +100,7 @@ async def test_a_merged_fork_pr_that_looks_like_batch_1_is_not_batch_1(
 
 
 def test_merge_problem_names_each_refusal() -> None:
-    from bot.handlers.stack import merge_problem
+    from bot.plan.stack import merge_problem
 
     record = BatchState(number=1, pr_number=5, head_sha="a" * 40)
     ours = PullRequest(number=5, merged=True, head_repo=REPO, base_repo=REPO, head_sha="a" * 40)

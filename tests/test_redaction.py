@@ -84,3 +84,31 @@ async def test_a_secret_printed_by_a_gate_never_reaches_github(tmp_path: Path) -
         assert not [s for s in sent if KNOWN in s or GHS in s]
         transcripts = list((h.settings.data_dir / "transcripts").rglob("*.jsonl"))
         assert transcripts and not [t for t in transcripts if GHS in t.read_text()]
+
+
+async def test_a_failed_jobs_error_is_kept_redacted(tmp_path: Path) -> None:
+    """The queue keeps a job's error (its last 4,000 characters) for the status page and retries."""
+    from bot.db.engine import Database
+    from bot.db.queue import JobQueue
+    from bot.runtime.routing import Router
+    from bot.runtime.services import Services
+    from bot.runtime.settings import Settings
+    from bot.runtime.worker import JobKinds, WorkerPool
+
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'q.db'}")
+    await db.migrate()
+    queue, kinds = JobQueue(db), JobKinds()
+
+    @kinds.register("push")
+    async def _push(job, services) -> None:  # type: ignore[no-untyped-def]
+        # the queue's cut (4,000 characters from the end) falls inside the token
+        raise RuntimeError(f"git push https://x-access-token:{GHS}@github.com/o/r.git failed\n" + "." * 3952)
+
+    job_id = await queue.enqueue(kind="push", group_key="g", payload={}, max_attempts=1)
+    pool = WorkerPool(queue=queue, router=Router(), kinds=kinds, services=Services(settings=Settings()))
+    claimed = await queue.claim("w")
+    assert claimed is not None and await pool.run_job(claimed, "w") == "dead"
+    row = await queue.get(job_id)
+    await db.dispose()
+    assert row is not None and row.last_error is not None
+    assert GHS[-10:] not in row.last_error and GHS[4:14] not in row.last_error

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app.redelivery import look, missed, redelivery_loop
+from bot.app.redelivery import look, missed, recorded_guids, redelivery_loop
 from bot.db.engine import Database
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.models import HookDelivery
@@ -40,9 +40,13 @@ def fake() -> FakeGitHub:
     return FakeGitHub(strict=True)
 
 
-def _app_port(fake: FakeGitHub) -> GitHubKitPort:
+def _app_port(fake: FakeGitHub, *, auto_retry: bool | None = None) -> GitHubKitPort:
     github = make_app_github(
-        app_id=1, private_key=rsa_private_key_pem(), base_url=fake.api_url, transport=fake.transport()
+        app_id=1,
+        private_key=rsa_private_key_pem(),
+        base_url=fake.api_url,
+        transport=fake.transport(),
+        auto_retry=auto_retry,
     )
     return GitHubKitPort(github)
 
@@ -84,7 +88,23 @@ def test_what_is_missed() -> None:
         attempt(6, "d", "OK"),
         attempt(7, "e", "Invalid HTTP Response: 413", 413),  # too large: sending it again cannot help
     ]
-    assert [(a.id, a.guid) for a in missed(attempts, {"c"})] == [(2, "a")]
+    assert [(m.attempt.id, m.attempt.guid) for m in missed(attempts, {"c"})] == [(2, "a")]
+
+
+def test_what_is_missed_comes_oldest_first() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def attempt(i: int, guid: str, minute: int) -> HookDelivery:
+        when = at + timedelta(minutes=minute)
+        return HookDelivery(id=i, guid=guid, delivered_at=when, status="timed out", event="issue_comment")
+
+    # Listed newest first, as GitHub lists them; "b" was made first and failed again when asked.
+    attempts = [attempt(4, "b", 9), attempt(3, "c", 5), attempt(2, "a", 3), attempt(1, "b", 1)]
+    assert [(m.attempt.guid, m.attempt.id, m.first) for m in missed(attempts, set())] == [
+        ("b", 4, at + timedelta(minutes=1)),
+        ("a", 2, at + timedelta(minutes=3)),
+        ("c", 3, at + timedelta(minutes=5)),
+    ]
 
 
 @pytest.fixture
@@ -150,14 +170,107 @@ async def test_a_look_reads_back_to_the_last_look_and_never_past_retention(h: Ha
     assert second is not None and second.attempts == 3 and set(second.asked) == {old.guid, new.guid}
 
 
-async def test_a_look_reads_at_most_its_page_budget(h: Harness) -> None:
-    for n in range(130):
-        await h.fake.hooks.deliver("issues", {"action": "labeled", "n": n})
-    app = h.services.extras["app_port"]()
-    now = datetime.now(UTC)
-    done = await look(h.runtime.db, app, holder="me", now=now, ttl=TTL, page_budget=1)
-    assert done is not None and (done.pages, done.attempts, len(done.asked)) == (1, 100, 100)
-    assert len(h.fake.requests_to("GET", "/app/hook/deliveries")) == 1
+async def _outage(h: Harness, count: int, *, every: timedelta = timedelta(seconds=20)) -> list[str]:
+    """`count` events GitHub could not deliver (the server was down), `every` apart, ending a
+    minute ago; then the server is back. Their GUIDs, oldest first."""
+    start = datetime.now(UTC) - every * count - timedelta(minutes=1)
+    clock = {"at": start}
+    h.fake.hooks.now = lambda: clock["at"]
+    guids = []
+    for n in range(count):
+        clock["at"] = start + every * n
+        guids.append((await h.fake.hooks.deliver("star", {"action": "created", "n": n})).guid)
+    clock["at"] = datetime.now(UTC)
+    h.fake.hooks.target = httpx.ASGITransport(app=h.app)
+    return guids
+
+
+async def test_an_outage_longer_than_a_look_asks_loses_no_delivery(h: Harness) -> None:
+    guids = await _outage(h, 250)
+    app, now = h.services.extras["app_port"](), datetime.now(UTC)
+    asked = []
+    for minute in range(4):
+        done = await look(h.runtime.db, app, holder="me", now=now + timedelta(minutes=minute), ttl=TTL)
+        await h.fake.hooks.settle()
+        assert done is not None
+        asked.append(done.asked)
+    # A hundred a look, the oldest first (commands are replayed in the order they were made).
+    assert asked == [guids[:100], guids[100:200], guids[200:], []]
+    assert _asked(h.fake) == Counter(dict.fromkeys(guids, 1))
+    assert await recorded_guids(h.runtime.db, guids) == set(guids)
+
+
+async def test_a_request_to_redeliver_that_github_fails_is_made_again_next_look(h: Harness) -> None:
+    guids = await _outage(h, 3, every=timedelta(minutes=10))
+    app, now = _app_port(h.fake, auto_retry=False), datetime.now(UTC)
+    middle = next(d.id for d in h.fake.hooks.deliveries if d.guid == guids[1])
+    h.fake.faults.fail("POST", rf"/app/hook/deliveries/{middle}/attempts", status=502)
+    first = await look(h.runtime.db, app, holder="me", now=now, ttl=TTL)
+    await h.fake.hooks.settle()
+    assert first is not None and first.asked == guids[:1] and first.left == 2
+    second = await look(h.runtime.db, app, holder="me", now=now + timedelta(minutes=1), ttl=TTL)
+    await h.fake.hooks.settle()
+    assert second is not None and second.asked == guids[1:]
+    assert await recorded_guids(h.runtime.db, guids) == set(guids)
+
+
+async def test_a_delivery_github_will_not_send_again_holds_up_nothing(h: Harness) -> None:
+    guids = await _outage(h, 3, every=timedelta(minutes=10))
+    app, now = _app_port(h.fake, auto_retry=False), datetime.now(UTC)
+    middle = next(d.id for d in h.fake.hooks.deliveries if d.guid == guids[1])
+    h.fake.faults.fail("POST", rf"/app/hook/deliveries/{middle}/attempts", status=404, times=None)
+    first = await look(h.runtime.db, app, holder="me", now=now, ttl=TTL)
+    await h.fake.hooks.settle()
+    assert first is not None and first.asked == [guids[0], guids[2]] and not first.behind
+    second = await look(h.runtime.db, app, holder="me", now=now + timedelta(minutes=1), ttl=TTL)
+    assert second is not None and second.asked == []
+
+
+async def test_a_window_longer_than_a_look_reads_is_walked_over_several_looks(h: Harness) -> None:
+    guids = await _outage(h, 130)
+    app, now = h.services.extras["app_port"](), datetime.now(UTC)
+    first = await look(h.runtime.db, app, holder="me", now=now, ttl=TTL, page_budget=1)
+    # One page of the newest hundred: the oldest end is not known yet, so nothing is asked.
+    assert first is not None and (first.pages, first.asked, first.walking) == (1, [], True)
+    asked = []
+    for minute in range(1, 20):
+        done = await look(
+            h.runtime.db, app, holder="me", now=now + timedelta(minutes=minute), ttl=TTL, page_budget=1
+        )
+        await h.fake.hooks.settle()
+        assert done is not None and done.pages == 1
+        asked += done.asked
+        if not done.behind:
+            break
+    assert asked == guids
+    assert await recorded_guids(h.runtime.db, guids) == set(guids)
+
+
+async def test_a_cursor_github_refuses_starts_the_read_again_from_the_newest(h: Harness) -> None:
+    guids = await _outage(h, 130)
+    app, now = h.services.extras["app_port"](), datetime.now(UTC)
+    await look(h.runtime.db, app, holder="me", now=now, ttl=TTL, page_budget=1)
+    h.fake.faults.fail("GET", "/app/hook/deliveries", status=422, message="Invalid cursor")
+    done = await look(h.runtime.db, app, holder="me", now=now + timedelta(minutes=1), ttl=TTL, page_budget=2)
+    assert done is not None and (done.pages, done.asked, done.left) == (2, guids[:100], 30)
+
+
+async def test_the_fakes_status_filter_goes_by_the_answer_code(fake: FakeGitHub) -> None:
+    down = await fake.hooks.deliver("star", {"action": "created"})
+    fake.hooks.target = httpx.MockTransport(lambda request: httpx.Response(502))
+    refused = await fake.hooks.deliver("star", {"action": "created"})
+    fake.hooks.target = httpx.MockTransport(lambda request: httpx.Response(202))
+    taken = await fake.hooks.deliver("star", {"action": "created"})
+    assert (down.status_code, refused.status, taken.status) == (0, "Invalid HTTP Response: 502", "OK")
+    headers = {"authorization": "Bearer jwt"}
+    async with httpx.AsyncClient(
+        transport=fake.transport(), base_url=fake.api_url, headers=headers
+    ) as client:
+        for status, wanted in [("failure", [refused.id]), ("success", [taken.id]), (None, None)]:
+            params = {"status": status} if status else {}
+            listed = (await client.get("/app/hook/deliveries", params=params)).json()
+            assert [d["id"] for d in listed] == (wanted or [taken.id, refused.id, down.id])
+        assert (await client.get("/app/hook/deliveries", params={"cursor": "x"})).status_code == 422
 
 
 @pytest.mark.postgres

@@ -5,14 +5,16 @@ as GitHub does and sending the events GitHub sends."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from bot.clock import utcnow
 from bot.plan.state import PlanStatus
 from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, git
-from tests.harness import REPO, Harness, commented
+from tests.harness import REPO, Harness, commented, pr_closed
 
 PRD = """Two batches.
 
@@ -33,7 +35,7 @@ stories:
     acceptance_criteria: ["story-003.txt contains the line 'done'"]
 ```
 """
-WRITE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\ncp "$3" "$(dirname "$0")/prompt-$id.txt"\n'
+WRITE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\ncat "$3" > "$2/prompt-$id.md"\n'
 BATCH_1, BATCH_2 = "plan-cascade/1/batch-1", "plan-cascade/1/batch-2"
 
 
@@ -92,12 +94,16 @@ async def _settle(h: Harness) -> None:
 
 
 def _files(h: Harness, base: str, head: str) -> list[str]:
-    """What a pull request from `head` into `base` shows: the three-dot diff."""
-    return git("diff", "--name-only", f"{base}...{head}", cwd=h.remote).split()
+    """What a pull request from `head` into `base` shows (the three-dot diff), but the prompts
+    the agent script keeps beside its work."""
+    names = git("diff", "--name-only", f"{base}...{head}", cwd=h.remote).split()
+    return [n for n in names if not n.startswith("prompt-")]
 
 
 def _on(h: Harness, ref: str) -> list[str]:
-    return sorted(git("ls-tree", "--name-only", ref, cwd=h.remote).split())
+    return sorted(
+        n for n in git("ls-tree", "--name-only", ref, cwd=h.remote).split() if not n.startswith("prompt-")
+    )
 
 
 async def test_a_merge_commit_with_the_branch_kept_retargets_the_next_pr_to_main(h: Harness) -> None:
@@ -172,6 +178,10 @@ async def test_a_batch_merged_into_the_dead_branch_below_does_not_count(h: Harne
     assert any(said in c for c in h.comments(1))
     assert not any("Plan completed" in c for c in h.comments(1))
     assert h.fake.repo(REPO).issues[1].state == "open"
+    # GitHub redelivers the merge: nothing is said twice.
+    await h.deliver("pull_request", pr_closed(h.fake, second.number))
+    await h.drain()
+    assert sum(said in c for c in h.comments(1)) == 1
     # `rebase` on the issue gives batch 2 a new pull request into main; merging it completes the plan.
     await h.deliver(
         "issue_comment", commented(number=1, body="/plan-cascade rebase", user="maint", association="MEMBER")
@@ -209,9 +219,10 @@ async def test_rebase_redoes_a_story_that_conflicts_with_main(h: Harness) -> Non
     h.fake.merge_pull(REPO, first.number, method="squash")
     await _settle(h)
     # Someone else's change lands on main, touching the file batch 2's story writes.
-    h.fake.commit_to(REPO, "main", files={"story-003.txt": "main's own line\n"}, message="Someone's change")
+    change = {"story-003.txt": "main's own line\n", "other.txt": "more\n"}
+    h.fake.commit_to(REPO, "main", files=change, message="Someone's change")
     await _settle(h)
-    assert _pull_mergeable(h, second.number) is False
+    assert await _pull_mergeable(h, second.number) is False
     await h.deliver(
         "issue_comment",
         commented(
@@ -220,10 +231,10 @@ async def test_rebase_redoes_a_story_that_conflicts_with_main(h: Harness) -> Non
     )
     await _settle(h)
     # The story was redone by its agent on top of main, with both sides of the conflict.
-    prompt = (h.script.parent / "prompt-story-003.txt").read_text()
+    prompt = git("show", f"{BATCH_2}:prompt-story-003.md", cwd=h.remote)
     assert "conflicts with `main`" in prompt and "main's own line" in prompt and "+done" in prompt
     assert git("show", f"{BATCH_2}:story-003.txt", cwd=h.remote) == "done"
-    assert _pull_mergeable(h, second.number) is True
+    assert await _pull_mergeable(h, second.number) is True
     replies = [c for c in h.comments(second.number) if "STORY-003 conflicted with it" in c]
     assert replies and "gates re-ran" in replies[0]
     assert any(
@@ -242,9 +253,13 @@ async def test_auto_rebase_rebuilds_a_pr_that_stops_merging_cleanly(h: Harness) 
     h.fake.merge_pull(REPO, first.number, method="merge")
     await _settle(h)
     h.fake.commit_to(REPO, "main", files={"story-003.txt": "main's own line\n"}, message="Someone's change")
+    await _settle(h)  # GitHub had not computed `mergeable` yet: the bot looks again 30 s later
+    assert _state(h).batches[1].rebased_onto is None
+    queue = h.runtime.queue
+    queue.clock = lambda: utcnow() + timedelta(seconds=31)
     await _settle(h)
     assert git("show", f"{BATCH_2}:story-003.txt", cwd=h.remote) == "done"
-    assert _pull_mergeable(h, second.number) is True
+    assert await _pull_mergeable(h, second.number) is True
     assert _state(h).batches[1].rebased_onto == git("rev-parse", "main", cwd=h.remote)
 
 
@@ -285,13 +300,57 @@ async def test_a_fix_on_batch_1_flows_up_to_batch_2(h: Harness) -> None:
     assert any(c.startswith("Rebased onto batch 1 after the fix") for c in h.comments(second.number))
 
 
-def _pull_mergeable(h: Harness, number: int) -> bool | None:
+async def _pull_mergeable(h: Harness, number: int) -> bool | None:
     """`mergeable` as GitHub says it once computed (it answers null first after a change)."""
-    from bot.testing.fake_github_pulls import pull_data
+    import httpx
 
-    repo = h.fake.repo(REPO)
-    for _ in range(3):
-        value = pull_data(h.fake, repo, repo.pulls[number])["mergeable"]
-        if value is not None:
-            return value
+    async with httpx.AsyncClient(transport=h.fake.transport(), base_url=h.fake.api_url) as client:
+        for _ in range(3):
+            value = (await client.get(f"/repos/{REPO}/pulls/{number}")).json()["mergeable"]
+            if value is not None:
+                return value
     return None
+
+
+async def test_a_stacked_pr_github_closed_with_its_base_gets_a_new_one(h: Harness) -> None:
+    """GitHub retargets the PRs on a merged branch it deletes, but people report it closing them
+    instead when the branch goes through the API: the batch then gets a new pull request."""
+    await _run_plan(h)
+    first, second = _pulls(h)
+    h.fake.merge_pull(REPO, first.number, method="squash")
+    git("branch", "-D", BATCH_1, cwd=h.remote)  # deleted behind GitHub's back: no retarget…
+    h.fake.repo(REPO).issues[second.number].state = "closed"  # …and the PR above it closed
+    await _settle(h)
+    third = _pulls(h)[-1]
+    assert third.number not in (first.number, second.number)
+    assert (third.head_ref, third.base_ref) == (BATCH_2, "main")
+    assert _files(h, "main", BATCH_2) == ["story-003.txt"]
+    assert _state(h).batches[1].pr_number == third.number
+    h.fake.merge_pull(REPO, third.number, method="squash")
+    await _settle(h)
+    assert _state(h).summary_posted
+
+
+async def test_a_conflict_the_agent_cannot_redo_leaves_the_branch_and_drafts_the_pr(h: Harness) -> None:
+    h.script.write_text(
+        "#!/bin/bash\nset -e\n"
+        'if grep -q "conflicts with" "$3"; then echo "cannot resolve it" >&2; exit 1; fi\n' + WRITE
+    )
+    await _run_plan(h)
+    first, second = _pulls(h)
+    h.fake.merge_pull(REPO, first.number, method="merge")
+    await _settle(h)
+    before = git("rev-parse", BATCH_2, cwd=h.remote)
+    h.fake.commit_to(REPO, "main", files={"story-003.txt": "main's own line\n"}, message="Someone's change")
+    await h.deliver(
+        "issue_comment", commented(number=1, body="/plan-cascade rebase", user="maint", association="MEMBER")
+    )
+    await _settle(h)
+    assert git("rev-parse", BATCH_2, cwd=h.remote) == before  # nothing pushed
+    (note,) = [c for c in h.comments(second.number) if "could not bring this batch onto" in c]
+    assert "STORY-003: `story-003.txt`" in note and "stays a draft" in note
+    assert h.fake.repo(REPO).pulls[second.number].draft
+    state = _state(h)
+    assert state.batches[1].draft and state.batches[1].head_sha == before
+    assert state.stories["STORY-003"].status == "passed"  # it keeps its earlier work
+    assert any("could not bring this batch onto" in c for c in h.comments(1)[-1:])

@@ -23,6 +23,7 @@ from bot.config.repo import CONFIG_PATH
 from bot.db.queue import ClaimedJob
 from bot.errors import JobError, RepoConfigError
 from bot.github.auth import token_port
+from bot.github.identity import ACTIONS_APP_SLUG, Identity, known
 from bot.github.port import GitHubPort
 from bot.github.transport import SharedTransport
 from bot.runtime.services import Services
@@ -132,7 +133,10 @@ def action_services(
     settings = action_settings(inputs, data_dir)
     if transport is None:
         transport = SharedTransport()  # one SSL context and connection pool for the run
-    base = token_port(inputs.token, base_url=inputs.api_url, transport=transport)
+    # After a 5xx only what this token's App made is adopted: GitHub Actions' (`GITHUB_TOKEN`,
+    # shared with every workflow of the repository) or the App whose token the workflow made.
+    own = Identity(app_slug=inputs.app_slug or ACTIONS_APP_SLUG, bot_login=inputs.bot_login)
+    base = token_port(inputs.token, base_url=inputs.api_url, transport=transport, identity=known(own))
     port: GitHubPort = base if inputs.config_path == CONFIG_PATH else ConfigPathPort(base, inputs.config_path)  # type: ignore[assignment]
     slug = inputs.app_slug
 

@@ -106,7 +106,9 @@ def sandbox_check(settings: Settings) -> Check:
     if sandbox.mode == "off":
         return True, "sandbox", "off (PLAN_CASCADE_SANDBOX=off): untrusted code runs unconfined"
     if problem is None:
-        return True, "sandbox", f"{sandbox.mode}: bubblewrap ({sandbox.bwrap}) builds the sandbox"
+        limited, gaps = sandbox.limit_notes()
+        notes = f"; each confined process may use {limited}" + "".join(f"; warning: {gap}" for gap in gaps)
+        return True, "sandbox", f"{sandbox.mode}: bubblewrap ({sandbox.bwrap}) builds the sandbox{notes}"
     if sandbox.mode == "required":
         return False, "sandbox", f"required, but {problem}: no agent or gate would run"
     return True, "sandbox", f"auto, but {problem}: agents and gates would run unconfined"

@@ -88,6 +88,8 @@ def prepare_sandbox(services: Services) -> None:
     sandbox = services.sandbox_policy()
     if sandbox.registry is not None:
         sandbox.registry.kill_leftovers()
+    if sandbox.limits.cgroups is not None:
+        sandbox.limits.cgroups.sweep()
     problem = sandbox.problem()
     if sandbox.mode == "off":
         log.warning("PLAN_CASCADE_SANDBOX=off: agents, gates and setup commands run unconfined")
@@ -95,6 +97,11 @@ def prepare_sandbox(services: Services) -> None:
         log.error("PLAN_CASCADE_SANDBOX=required but %s: no agent, gate or setup command will run", problem)
     elif problem is not None:
         log.warning("PLAN_CASCADE_SANDBOX=auto and %s: agents and gates run unconfined", problem)
+    if sandbox.mode != "off" and problem is None:
+        limited, gaps = sandbox.limit_notes()
+        log.info("each confined process may use %s", limited)
+        for gap in gaps:
+            log.warning("sandbox limits: %s", gap)
 
 
 async def run_background(runtime: Runtime, stop: asyncio.Event, *, workers: bool) -> list[asyncio.Task[None]]:

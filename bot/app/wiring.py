@@ -13,6 +13,7 @@ from bot.config.repo import split_model_ref
 from bot.errors import GitHubError
 from bot.github.auth import installation_port, make_app_github
 from bot.github.client import GitHubKitPort
+from bot.github.identity import Identity
 from bot.github.pause import GateRegistry, RateLimitGate
 from bot.github.throttle import Throttle, ThrottleRegistry
 from bot.github.transport import SharedTransport
@@ -122,15 +123,26 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
             )
         return state["app"]
 
+    async def slug() -> str | None:
+        return await GitHubKitPort(app_github()).get_app_slug()
+
+    async def identity() -> Identity:
+        """This App: its id (the settings', as its JWTs say) and its bot (the slug, learned once)."""
+        known = await services.app_slug(GitHubKitPort(app_github()))
+        login = services.bot_login or (f"{known}[bot]" if known else None)
+        return Identity(app_id=int(str(settings.app_id)), app_slug=known, bot_login=login)
+
     async def github_for(installation_id: int | None, repo: str) -> Any:
         if installation_id is None:
             raise GitHubError(f"the delivery for {repo} names no App installation")
         return installation_port(
-            app_github(), installation_id, throttle_registry=throttles, gates=gates, metrics=services.metrics
+            app_github(),
+            installation_id,
+            throttle_registry=throttles,
+            gates=gates,
+            metrics=services.metrics,
+            identity=identity,
         )
-
-    async def slug() -> str | None:
-        return await GitHubKitPort(app_github()).get_app_slug()
 
     def app_port() -> GitHubKitPort:
         """The port acting as the App itself (its webhook's deliveries)."""

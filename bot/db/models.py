@@ -89,4 +89,17 @@ class Lease(Base):
     holder: Mapped[str] = mapped_column(String(128))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     mark: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    """How far the task got (the redelivery look: the newest delivery it has seen)."""
+    """How far the task got (the redelivery look: where its next look reads back to)."""
+    cursor: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """Where an unfinished walk goes on (the redelivery look: GitHub's cursor of the next page)."""
+
+
+class StatusSession(Base):
+    """A browser signed in to the status page, until it signs out or `expires_at` passes."""
+
+    __tablename__ = "status_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """SHA-256 (hex) of the session id its cookie carries: the table holds no usable cookie."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

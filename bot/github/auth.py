@@ -31,6 +31,7 @@ from githubkit.typing import RetryDecisionFunc, RetryOption
 
 from bot.github.client import GitHubKitPort
 from bot.github.idempotent import RETRY_DELAYS, replays_safely
+from bot.github.identity import IdentitySource
 from bot.github.pause import GateRegistry, PausingTransport, RateLimitGate
 from bot.github.throttle import Throttle, ThrottleRegistry
 from bot.github.transport import SharedTransport
@@ -136,16 +137,18 @@ def installation_port(
     throttle_registry: ThrottleRegistry | None = None,
     gates: GateRegistry | None = None,
     metrics: Metrics | None = None,
+    identity: IdentitySource | None = None,
 ) -> GitHubKitPort:
     """The port acting as one installation; shares the App's token cache and config, and the
-    installation's rate-limit gate (from `gates`) with every other port of that installation."""
+    installation's rate-limit gate (from `gates`) with every other port of that installation.
+    `identity`: this App's id and bot (what a create may adopt after a 5xx)."""
     gates = gates or GateRegistry()
     gate = gates.get(installation_id)
     installation: GitHub[AppInstallationAuthStrategy] = paused(
         app_github.with_auth(app_github.auth.as_installation(installation_id)), gate
     )
     throttle = throttle_registry.get(installation_id) if throttle_registry is not None else None
-    return GitHubKitPort(installation, throttle=throttle, metrics=metrics)
+    return GitHubKitPort(installation, throttle=throttle, metrics=metrics, identity=identity)
 
 
 def token_port(
@@ -160,9 +163,11 @@ def token_port(
     metrics: Metrics | None = None,
     create_delays: Sequence[float] = RETRY_DELAYS,
     gate: RateLimitGate | None = None,
+    identity: IdentitySource | None = None,
 ) -> GitHubKitPort:
     """The port acting with a plain token (`GITHUB_TOKEN` in Actions, a PAT in development);
-    a rate limit pauses every request sent through `gate` (by default, this port's own)."""
+    a rate limit pauses every request sent through `gate` (by default, this port's own).
+    `identity`: who the token writes as (what a create may adopt after a 5xx)."""
     gate = gate or RateLimitGate("the token", metrics=metrics)
     github = _github(
         TokenAuthStrategy(token),
@@ -172,7 +177,9 @@ def token_port(
         http_cache=http_cache,
         auto_retry=BoundedRetry(metrics=metrics) if auto_retry is None else auto_retry,
     )
-    return GitHubKitPort(github, throttle=throttle, metrics=metrics, create_delays=create_delays)
+    return GitHubKitPort(
+        github, throttle=throttle, metrics=metrics, create_delays=create_delays, identity=identity
+    )
 
 
 def paused(github: GitHub[AS], gate: RateLimitGate) -> GitHub[AS]:

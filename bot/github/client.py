@@ -18,13 +18,14 @@ from githubkit import GitHub
 from githubkit.auth import AppInstallationAuthStrategy, TokenAuthStrategy
 from githubkit.exception import GitHubException
 
-from bot.errors import GitHubError, NotFound
+from bot.errors import GitHubError, NotFound, PlanCascadeError
 from bot.github.client_actions import ActionsCalls
 from bot.github.client_advisories import AdvisoryCalls
 from bot.github.client_app import AppCalls
 from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo, translate
 from bot.github.client_pulls import PullsAndChecks
 from bot.github.idempotent import RETRY_DELAYS, create_once, matching_comment, matching_issue, since
+from bot.github.identity import Identity, IdentitySource
 from bot.github.models import (
     Comment,
     Issue,
@@ -73,11 +74,13 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls, AdvisoryCalls):
         api_version: str = API_VERSION,
         metrics: Metrics | None = None,
         create_delays: Sequence[float] = RETRY_DELAYS,
+        identity: IdentitySource | None = None,
     ) -> None:
         self._github = github
         self._throttle = throttle
         self._metrics = metrics
         self._create_delays = create_delays
+        self._identity = identity
         self._headers = {"X-GitHub-Api-Version": api_version}
         self._app_slug: str | None = None
         self._token: tuple[str, datetime] | None = None
@@ -91,6 +94,17 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls, AdvisoryCalls):
         """Wait for the installation's throttle; `creates=False` for an edit of what exists."""
         if self._throttle is not None:
             await self._throttle.wait(creates=creates)
+
+    async def _own(self) -> Identity | None:
+        """Who this port writes as (what a create may adopt after a 5xx); None: nothing is adopted."""
+        if self._identity is None:
+            log.warning("this GitHub client does not know its App: nothing it made can be adopted")
+            return None
+        try:
+            return await self._identity()
+        except PlanCascadeError as exc:
+            log.warning("the App's identity is unknown (%s): nothing it made can be adopted", exc.message)
+            return None
 
     async def _all(self, request: Any, map_func: Any = json_list, **kwargs: Any) -> list[dict[str, Any]]:
         paginator = self._github.rest.paginate(
@@ -132,7 +146,10 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls, AdvisoryCalls):
             return Issue.from_api(json_object(resp))
 
         async def find() -> Issue | None:
-            return matching_issue(await self.list_issues(repo), title=title, body=body)
+            own = await self._own()
+            if own is None:
+                return None
+            return matching_issue(await self.list_issues(repo), title=title, body=body, own=own)
 
         doing = f"open an issue in {repo}"
         return await create_once(
@@ -176,7 +193,11 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls, AdvisoryCalls):
             return Comment.from_api(json_object(resp))
 
         async def find() -> Comment | None:
-            return matching_comment(await self.list_issue_comments(repo, number), body=body, after=after)
+            own = await self._own()
+            if own is None:
+                return None
+            comments = await self.list_issue_comments(repo, number)
+            return matching_comment(comments, body=body, after=after, own=own)
 
         doing = f"comment on {repo}#{number}"
         return await create_once(

@@ -23,6 +23,7 @@ from bot.github.idempotent import (
     matching_pull,
     matching_review,
 )
+from bot.github.identity import Identity
 from bot.github.models import CheckRun, PullCommit, PullRequest, Review, ReviewComment
 from bot.redaction import redact, redact_value
 
@@ -65,6 +66,9 @@ class PullsAndChecks:
     async def _pace(self, *, creates: bool = True) -> None:
         raise NotImplementedError
 
+    async def _own(self) -> Identity | None:
+        raise NotImplementedError
+
     async def _all(self, request: Any, map_func: Any = json_list, **kwargs: Any) -> list[dict[str, Any]]:
         raise NotImplementedError
 
@@ -98,8 +102,11 @@ class PullsAndChecks:
             return CheckRun.from_api(json_object(resp))
 
         async def mine(keep: int | None) -> list[CheckRun]:
+            own = await self._own()
+            if own is None:
+                return []
             runs = await self.list_check_runs_for_ref(repo, head_sha, check_name=name)
-            same = matching_check_runs(runs, name=name, head_sha=head_sha, external_id=external_id)
+            same = matching_check_runs(runs, name=name, head_sha=head_sha, external_id=external_id, own=own)
             keep = keep if keep is not None else (same[0].id if same else None)
             for extra in same:  # a copy that slipped through is completed, never left running
                 if extra.id != keep and extra.status != "completed":
@@ -314,8 +321,11 @@ class PullsAndChecks:
             return Review.from_api(json_object(resp))
 
         async def find() -> Review | None:
+            own = await self._own()
+            if own is None:
+                return None
             reviews = await self.list_reviews(repo, number)
-            return matching_review(reviews, commit_id=commit_id, body=body)
+            return matching_review(reviews, commit_id=commit_id, body=body, own=own)
 
         return await create_once(
             send, find, kind="review", doing=doing, metrics=self._metrics, delays=self._create_delays

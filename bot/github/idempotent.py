@@ -3,9 +3,10 @@
 GitHub answers some creating requests 502/503/504 *after* making the comment, check run or
 pull request; a timeout or a dropped connection leaves the same doubt. Sending the POST
 again would make a second one. So a create that fails that way first looks for what it
-may already have made (a `find` the caller gives: a check run by `external_id`, name and
-`head_sha`; a comment, review or issue by its exact body, written by a bot, lately) and
-adopts it; only when nothing is found is it sent again, a few times with backoff.
+may already have made (a `find` the caller gives: a check run of this App by `external_id`,
+name and `head_sha`; a comment, review or issue of this App's bot by its exact body, lately)
+and adopts it; only when nothing is found is it sent again, a few times with backoff. What
+another App or bot made is never adopted, however alike (see `bot.github.identity`).
 githubkit's own retry never re-sends these POSTs (see :func:`replays_safely`).
 
 Each module's finder lives here as a pure predicate so it is tested on literal records.
@@ -21,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from bot.errors import GitHubError
+from bot.github.identity import Identity
 from bot.github.models import CheckRun, Comment, Issue, PullRequest, Review
 
 if TYPE_CHECKING:
@@ -103,42 +105,45 @@ def since(now: datetime | None = None) -> datetime:
     return (now or datetime.now(UTC)) - RECENT
 
 
-def is_bot(login: str, user_type: str = "") -> bool:
-    return user_type == "Bot" or login.endswith("[bot]")
-
-
 def matching_check_runs(
-    runs: Sequence[CheckRun], *, name: str, head_sha: str, external_id: str | None
+    runs: Sequence[CheckRun], *, name: str, head_sha: str, external_id: str | None, own: Identity
 ) -> list[CheckRun]:
-    """Runs that are the one being created: same name, commit and `external_id` (newest first)."""
+    """This App's runs that are the one being created: same name, commit and `external_id`
+    (newest first). Another App's run (a workflow token's) never is, however alike."""
     if external_id is None:
         return []
-    same = [r for r in runs if r.name == name and r.head_sha == head_sha and r.external_id == external_id]
+    same = [
+        r
+        for r in runs
+        if r.name == name and r.head_sha == head_sha and r.external_id == external_id and own.made_run(r)
+    ]
     return sorted(same, key=lambda r: -r.id)
 
 
-def matching_comment(comments: Sequence[Comment], *, body: str, after: datetime) -> Comment | None:
-    """A bot's comment with exactly this body, made since `after` (the newest)."""
+def matching_comment(
+    comments: Sequence[Comment], *, body: str, after: datetime, own: Identity
+) -> Comment | None:
+    """This App's bot's comment with exactly this body, made since `after` (the newest)."""
     for comment in sorted(comments, key=lambda c: -c.id):
         recent = comment.created_at is None or comment.created_at >= after
-        if recent and is_bot(comment.user_login, comment.user_type) and comment.body.strip() == body.strip():
+        if recent and own.wrote_comment(comment) and comment.body.strip() == body.strip():
             return comment
     return None
 
 
-def matching_review(reviews: Sequence[Review], *, commit_id: str, body: str) -> Review | None:
-    """A bot's review of `commit_id` with exactly this body."""
+def matching_review(reviews: Sequence[Review], *, commit_id: str, body: str, own: Identity) -> Review | None:
+    """This App's bot's review of `commit_id` with exactly this body."""
     for review in sorted(reviews, key=lambda r: -r.id):
         same = review.commit_id == commit_id and review.body.strip() == body.strip()
-        if same and is_bot(review.user_login):
+        if same and own.wrote(review.user_login):
             return review
     return None
 
 
-def matching_issue(issues: Sequence[Issue], *, title: str, body: str) -> Issue | None:
-    """A bot's open issue with exactly this title and body."""
+def matching_issue(issues: Sequence[Issue], *, title: str, body: str, own: Identity) -> Issue | None:
+    """This App's bot's open issue with exactly this title and body."""
     for issue in sorted(issues, key=lambda i: -i.number):
-        if issue.title == title and issue.body.strip() == body.strip() and is_bot(issue.user_login):
+        if issue.title == title and issue.body.strip() == body.strip() and own.wrote(issue.user_login):
             return issue
     return None
 

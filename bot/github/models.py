@@ -33,6 +33,9 @@ class Comment(_Lenient):
     created_at: datetime | None = Field(default=None, description="When the comment was written.")
     updated_at: datetime | None = Field(default=None, description="When the comment was last changed.")
     node_id: str = Field(default="", description="GraphQL id (for the comment's edit history).")
+    via_app_id: int | None = Field(
+        default=None, description="`performed_via_github_app.id`: the App whose token wrote it, if any."
+    )
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Comment:
@@ -46,6 +49,7 @@ class Comment(_Lenient):
             created_at=data.get("created_at"),
             updated_at=data.get("updated_at"),
             node_id=data.get("node_id") or "",
+            via_app_id=(data.get("performed_via_github_app") or {}).get("id"),
         )
 
 
@@ -186,6 +190,7 @@ class CheckRun(_Lenient):
     html_url: str | None = Field(default=None, description="Link to the run on github.com.")
     details_url: str | None = Field(default=None, description="The integrator's page (an Actions job's URL).")
     app_slug: str | None = Field(default=None, description="The App that made the run.")
+    app_id: int | None = Field(default=None, description="The id of the App that made the run.")
     started_at: datetime | None = Field(default=None, description="When the run started.")
     title: str = Field(default="", description="The output's title.")
     summary: str = Field(default="", description="The output's summary.")
@@ -197,6 +202,7 @@ class CheckRun(_Lenient):
             {
                 **data,
                 "app_slug": (data.get("app") or {}).get("slug"),
+                "app_id": (data.get("app") or {}).get("id"),
                 "title": output.get("title") or "",
                 "summary": output.get("summary") or "",
             }

@@ -7,9 +7,9 @@ gate again and reports it as a new check run with the same name.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
-import shutil
 
 from bot.db.queue import ClaimedJob
 from bot.gates.run import run_gate
@@ -21,6 +21,7 @@ from bot.publishing.github import GitHubReporter
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
+from bot.workspace.removal import discard
 from bot.workspace.worktree import Worktree, add_worktree, remove_worktree
 
 router = Router()
@@ -91,7 +92,8 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     home.mkdir(parents=True, exist_ok=True)
     worktree = await add_worktree(run.mirror, branch=branch, base_ref=sha, path=path, reset=True)
     try:
-        specs = [s for s in gate_specs(run, story, worktree.path) if s.name == name]
+        specs = await asyncio.to_thread(gate_specs, run, story, worktree.path)  # lists the worktree
+        specs = [s for s in specs if s.name == name]
         if not specs and name != SETUP_GATE:
             log.info("gate %s is no longer configured: nothing to re-run", name)
             return
@@ -119,4 +121,4 @@ async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
             stopped = "the re-run stopped before it finished"
             await run.reporter.close_open_runs(conclusion="neutral", reason=stopped)
         await remove_worktree(Worktree(path=path, branch=branch, mirror=run.mirror))
-        shutil.rmtree(home, ignore_errors=True)
+        await discard(home)

@@ -49,7 +49,7 @@ from bot.handlers.review_fix import apply_review_fix
 from bot.handlers.session import Session, session_for_job
 from bot.orchestration.scheduler import batch_branch
 from bot.plan.state import BatchState, PlanState, PlanStatus, totals, with_batch
-from bot.publishing.github import write_rollup
+from bot.publishing.rollup import write_rollup
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds

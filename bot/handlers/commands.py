@@ -4,6 +4,12 @@ Every command is acknowledged with 👀; users without write access get one shor
 and nothing runs; commands that do not fit the plan's state answer why. Comments that
 are not commands still trigger a reaction poll when the issue has a plan awaiting
 approval ("whenever another event for that issue arrives").
+
+A command that comes late (written over `LATE` before its job runs: a missed delivery
+recovered or redelivered, a queue that was behind, a workflow run re-run) is read back from
+GitHub first, and obeyed only while its comment still exists and still says it: an `approve`
+its author deleted (or anyone edited) during an outage is not. A comment GitHub says is gone is
+dropped; any other GitHub error fails the job (it is tried again), so nothing runs on a guess.
 """
 
 from __future__ import annotations
@@ -12,10 +18,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bot.config.repo import RepoConfig
-from bot.errors import StateError
+from bot.errors import NotFound, StateError
 from bot.handlers.approval import approve_command, start_execution
 from bot.handlers.ask import answer_question
 from bot.handlers.clarify import on_plain_comment
@@ -35,6 +41,8 @@ from bot.store.permissions import Verdict, is_bot
 
 router = Router()
 log = logging.getLogger(__name__)
+LATE = timedelta(seconds=30)
+"""GitHub delivers a comment within seconds; a command older than this when its job runs came late."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,10 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
         return
     session = await session_for_event(services, event, issue=env.issue.number)
     cmd = parse_command(env.comment.body, app_slug=session.app_slug)
+    if cmd is not None and not await still_says(
+        session, env.comment.id, cmd, written_at=env.comment.created_at
+    ):
+        return
     if cmd is None:
         if not env.issue.is_pull_request and await session.load_config() is not None:
             user = env.comment.user
@@ -87,6 +99,25 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
         await _command(session, event, cmd)
     finally:
         await eyes
+
+
+async def still_says(session: Session, comment_id: int, cmd: Command, *, written_at: datetime | None) -> bool:
+    """Whether to act on `cmd`: at once when it is fresh; when it came late, only while its
+    comment still exists and still says it (read back from GitHub; an error other than 404 raises)."""
+    now = session.services.clock()
+    if written_at is not None and now - written_at <= LATE:
+        return True
+    try:
+        current = await session.port.get_issue_comment(session.repo, comment_id)
+    except NotFound:
+        log.info("`%s` came late and its comment %s is gone: not obeyed", cmd.name, comment_id)
+        return False
+    if parse_command(current.body, app_slug=session.app_slug) != cmd:
+        log.info(
+            "`%s` came late and its comment %s says something else now: not obeyed", cmd.name, comment_id
+        )
+        return False
+    return True
 
 
 async def _command(session: Session, event: Event, cmd: Command) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import shutil
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +22,7 @@ from bot.plan.stack import is_open
 from bot.plan.state import PlanState, StoryState, StoryStatus, with_batch
 from bot.rendering import messages
 from bot.workspace.git import PushRejected
+from bot.workspace.removal import discard
 from bot.workspace.worktree import add_worktree, changed_files, head_sha, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ async def apply_review_fix(
         return None, f"the agent could not run: {exc.message}"
     finally:
         await remove_worktree(wt)
-        shutil.rmtree(home, ignore_errors=True)
+        await discard(home)
 
 
 async def _flow_up(session: Session, state: PlanState, *, batch: int, pr_number: int) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,8 +31,16 @@ from bot.handlers.epic import child_moved, on_child_merged
 from bot.handlers.execution import NoSave, build_run, still_wanted
 from bot.handlers.plan_io import update_plan
 from bot.handlers.session import Session, open_session, session_for_job
-from bot.plan.stack import all_delivered, expected_base, is_open, lowest_open, record_merge, stranded
-from bot.plan.state import BatchState, PlanState, PlanStatus, transition, with_batch
+from bot.plan.stack import (
+    all_delivered,
+    expected_base,
+    is_open,
+    lowest_open,
+    merge_problem,
+    record_merge,
+    stranded,
+)
+from bot.plan.state import PlanState, PlanStatus, transition, with_batch
 from bot.publishing.stack import Reason, StackKeeper
 from bot.rendering import messages
 from bot.rendering import stack as say
@@ -61,27 +68,6 @@ def batch_of_pr(repo: str, head_ref: str, body: str | None) -> tuple[int, int] |
         return marker[1], marker[2]
     match = _BATCH_BRANCH.match(head_ref or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def merge_problem(repo: str, record: BatchState, pr: PullRequest, commits: Sequence[str]) -> str | None:
-    """Why a merged pull request is not the batch's merge (None when it is).
-
-    Only the pull request the plan recorded for the batch counts, with its head branch in this
-    repository (a fork can name its branch like ours and copy our body marker), merged with
-    the head the bot recorded or a later one: `commits` (the pull request's commits) must hold
-    the recorded head when the merged head is another.
-    """
-    if record.pr_number is None or pr.number != record.pr_number:
-        return f"the batch's pull request is #{record.pr_number}" if record.pr_number else "no PR recorded"
-    if not pr.merged:
-        return "it is not merged"
-    if pr.head_repo.lower() != repo.lower() or pr.base_repo.lower() != repo.lower():
-        return f"its head is in {pr.head_repo or 'an unknown repository'}, not {repo}"
-    if not record.head_sha:
-        return "no head was recorded for the batch"
-    if pr.head_sha != record.head_sha and record.head_sha not in commits:
-        return f"its head {pr.head_sha[:12]} does not build on the batch's head {record.head_sha[:12]}"
-    return None
 
 
 def base_branch(session: Session) -> str:
@@ -154,6 +140,8 @@ async def on_batch_merged(session: Session, loaded: LoadedPlan, *, batch: int, n
     except GitHubError as exc:
         log.info("merged #%s not counted: GitHub could not confirm it (%s)", number, exc.message)
         return
+    if record.merged_into is not None and record.merged_into == pr.base_ref:
+        return  # said already (a redelivery)
     problem = merge_problem(session.repo, record, pr, commits)
     if problem is not None:
         log.info("merged #%s does not count as batch %s of #%s: %s", number, batch, session.issue, problem)

@@ -94,7 +94,7 @@ async def check_base(run: Run) -> BaseCheck:
     worktree = Worktree(path=path, branch=branch, mirror=run.mirror)
     try:
         worktree = await add_worktree(run.mirror, branch=branch, base_ref=base_sha, path=path, reset=True)
-        specs = base_specs(run, worktree.path)
+        specs = await asyncio.to_thread(base_specs, run, worktree.path)  # lists the worktree
         check, kept = await _run_setup(run, worktree, home, key=key, base_sha=base_sha, label=label)
     except BaseException:
         await cleanup(worktree, home)

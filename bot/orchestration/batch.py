@@ -5,6 +5,7 @@ the merged head. Shared by every front door; pushing and PRs are the publisher's
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -163,7 +164,8 @@ async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str
 async def integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> list[GateResult]:
     """Setup and the shared gates on a batch's merged head `head`, checked out in `wt`."""
     root = wt.path
-    specs = [s for s in gate_specs(run, run.state.prd.stories[0], root) if s.name != "verification"]
+    specs = await asyncio.to_thread(gate_specs, run, run.state.prd.stories[0], root)  # lists the tree
+    specs = [s for s in specs if s.name != "verification"]
     if not specs and not run.state.setup:
         return []  # nothing to run: no worktree listing, no environment
     home = run.work_root / f".home-batch-{batch}"

@@ -13,11 +13,16 @@ rewritten to the story's worktree, so the copy works where it lands.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fnmatch
 import json
 import logging
+import os
 import re
 import shutil
+import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from bot.environment.setup import ENV_DIRS
@@ -26,6 +31,7 @@ from bot.gates.report import GateResult
 from bot.orchestration.run import Run
 from bot.orchestration.setup import setup_spec
 from bot.workspace.process import run_process
+from bot.workspace.removal import discard, remove_tree
 from bot.workspace.worktree import Worktree, head_sha
 
 log = logging.getLogger(__name__)
@@ -59,13 +65,20 @@ async def setup_wrote(wt: Worktree) -> list[str] | None:
     except WorkspaceError:
         return None
     paths = [p for p in listed.stdout.split("\0") if p and not p.startswith(tuple(ENV_DIRS))]
+    if len(paths) > MAX_WRITTEN_FILES:
+        return None
+    size = await asyncio.to_thread(_total_size, wt.path, paths)  # thousands of stat calls: off the loop
+    return paths if size <= MAX_WRITTEN_BYTES else None
+
+
+def _total_size(root: Path, paths: list[str]) -> int:
     size = 0
     for path in paths:
         try:
-            size += (wt.path / path).lstat().st_size
+            size += (root / path).lstat().st_size
         except OSError:
             continue
-    return paths if len(paths) <= MAX_WRITTEN_FILES and size <= MAX_WRITTEN_BYTES else None
+    return size
 
 
 async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written: list[str] | None) -> bool:
@@ -76,21 +89,13 @@ async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written:
     `written` are the other files setup left in the worktree (`setup_wrote`), copied with it.
     """
     kept = kept_dir(run)
-    await asyncio.to_thread(shutil.rmtree, kept, True)
-    nested = [p for p in wt.path.glob("*/**/node_modules") if "node_modules" not in p.parent.parts]
-    if nested or written is None:
+    await asyncio.to_thread(remove_tree, kept)
+    if written is None:
+        return False
+    # Walking the tree (a `.venv`, `node_modules`) and copying thousands of files: off the loop.
+    moved = await asyncio.to_thread(_keep, wt.path, kept, written)
+    if moved is None:
         return False  # an environment all over the tree: each story sets up its own
-    kept.mkdir(parents=True)
-    moved = []
-    for name in _NAMES:
-        if (wt.path / name).is_dir() and not (wt.path / name).is_symlink():
-            (wt.path / name).rename(kept / name)
-            moved.append(name)
-    for path in written:
-        source, target = wt.path / path, kept / _FILES / path
-        if source.is_file() or source.is_symlink():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            await asyncio.to_thread(shutil.copy2, source, target, follow_symlinks=False)
     origin = {
         "path": str(wt.path),
         "base": await head_sha(wt),
@@ -101,6 +106,34 @@ async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written:
     }
     (kept / _ORIGIN).write_text(json.dumps(origin))
     return True
+
+
+def _keep(root: Path, kept: Path, written: list[str]) -> list[str] | None:
+    """Move the environments of `root` and copy what setup wrote into `kept`: the environments
+    moved, or None when a `node_modules` below the top level (a workspace's) makes it unfit."""
+    if _nested_node_modules(root):
+        return None
+    kept.mkdir(parents=True)
+    moved = []
+    for name in _NAMES:
+        if (root / name).is_dir() and not (root / name).is_symlink():
+            (root / name).rename(kept / name)
+            moved.append(name)
+    for path in written:
+        source, target = root / path, kept / _FILES / path
+        if source.is_file() or source.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target, follow_symlinks=False)
+    return moved
+
+
+def _nested_node_modules(root: Path) -> bool:
+    """Whether a `node_modules` folder sits below the top level, outside any other `node_modules`."""
+    for folder, dirs, _files in os.walk(root):
+        if folder != str(root) and "node_modules" in dirs:
+            return True
+        dirs[:] = [d for d in dirs if d != "node_modules"]  # what is inside one never counts
+    return False
 
 
 async def reuse_base_environment(run: Run, wt: Worktree) -> GateResult | None:
@@ -125,7 +158,7 @@ async def reuse_base_environment(run: Run, wt: Worktree) -> GateResult | None:
         )
         if proc.exit_code != 0:
             log.warning("could not copy the base environment %s: %s", name, proc.output.strip()[-300:])
-            await asyncio.to_thread(shutil.rmtree, target, True)
+            await discard(target)
             return None
         copied.append(name)
     if origin.get("files"):  # on top of the checkout: setup's files are not tracked
@@ -194,20 +227,88 @@ def relocate(venv: Path, *, old: str, new: str) -> int:
     """Rewrite `old` (the base worktree) to `new` in the files of `venv` that name it; how many.
 
     Those are the console scripts' `#!` lines, `pyvenv.cfg`, editable installs' `.pth` files and
-    finders, and `direct_url.json`: the places installers write absolute paths.
+    finders, and `direct_url.json`: the places installers write absolute paths. Setup (the
+    repository's code) made this folder and this runs unconfined, so no symlink is ever followed:
+    every folder and file is opened relative to its parent's descriptor with `O_NOFOLLOW`, a
+    linked one is left as it is, and a file is replaced (never written through), keeping its mode.
     """
     before, after = old.encode(), new.encode()
-    candidates = [venv / "pyvenv.cfg", *(p for p in (venv / "bin").glob("*") if p.is_file())]
-    for site in venv.glob("lib/python*/site-packages"):
-        candidates += [*site.glob("*.pth"), *site.glob("__editable__*.py"), *site.glob("_*editable*.py")]
-        candidates += list(site.glob("*.dist-info/direct_url.json"))
-        candidates += list(site.glob("*.egg-link"))
+    try:
+        root = _open_folder(str(venv))
+    except OSError:
+        return 0
     changed = 0
-    for path in candidates:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > _REWRITE_LIMIT:
-            continue
-        data = path.read_bytes()
-        if before in data:
-            path.write_bytes(data.replace(before, after))
-            changed += 1
+    try:
+        changed += _rewrite(root, "pyvenv.cfg", before, after)
+        with _folder(root, "bin") as scripts:
+            changed += sum(_rewrite(scripts, name, before, after) for name in _names(scripts))
+        with _folder(root, "lib") as lib:
+            for version in (n for n in _names(lib) if n.startswith("python")):
+                with _folder(lib, version) as inside, _folder(inside, "site-packages") as site:
+                    changed += _relocate_site(site, before, after)
+    finally:
+        os.close(root)
     return changed
+
+
+def _relocate_site(site: int | None, before: bytes, after: bytes) -> int:
+    changed = 0
+    for name in _names(site):
+        if name.endswith(".dist-info"):
+            with _folder(site, name) as info:
+                changed += _rewrite(info, "direct_url.json", before, after)
+        elif any(fnmatch.fnmatchcase(name, pattern) for pattern in _SITE_FILES):
+            changed += _rewrite(site, name, before, after)
+    return changed
+
+
+_SITE_FILES = ("*.pth", "__editable__*.py", "_*editable*.py", "*.egg-link")
+_NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO never blocks the open
+
+
+def _open_folder(name: str, parent: int | None = None) -> int:
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW, dir_fd=parent)
+
+
+@contextlib.contextmanager
+def _folder(parent: int | None, name: str) -> Iterator[int | None]:
+    """The folder `name` in `parent` as a descriptor; None when it is missing or is a symlink."""
+    fd = None
+    if parent is not None:
+        with contextlib.suppress(OSError):
+            fd = _open_folder(name, parent)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _names(folder: int | None) -> list[str]:
+    return sorted(os.listdir(folder)) if folder is not None else []
+
+
+def _rewrite(folder: int | None, name: str, before: bytes, after: bytes) -> int:
+    """1 when the regular file `name` in `folder` named `before` and now names `after`, else 0."""
+    if folder is None:
+        return 0
+    try:
+        fd = os.open(name, os.O_RDONLY | _NO_FOLLOW, dir_fd=folder)
+    except OSError:  # a symlink (ELOOP), or gone
+        return 0
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _REWRITE_LIMIT:
+            return 0
+        data = file.read(_REWRITE_LIMIT + 1)
+    if before not in data:
+        return 0
+    temporary = f".{name}.plan-cascade-relocate"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary, dir_fd=folder)
+    out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o600, dir_fd=folder)
+    with os.fdopen(out, "wb") as file:
+        file.write(data.replace(before, after))
+        os.fchmod(file.fileno(), stat.S_IMODE(info.st_mode))
+    os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    return 1

@@ -22,7 +22,7 @@ from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.gates.run import run_gate
 from bot.orchestration.run import Run
-from bot.workspace.egress import egress_route
+from bot.workspace.egress_route import egress_route
 from bot.workspace.mirror import mirror_slug
 from bot.workspace.policy import protected_paths
 from bot.workspace.process import scrubbed_env, uv_program

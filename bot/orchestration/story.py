@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from pathlib import Path
 
 from bot.agent.base import AgentResult, AgentTask, Phase
@@ -35,10 +34,10 @@ from bot.orchestration.setup import (
 )
 from bot.plan import Story
 from bot.plan.state import StoryStatus
+from bot.workspace import secretscan
 from bot.workspace.git import PushRejected
 from bot.workspace.policy import policy_violations, revert, violation_feedback
-from bot.workspace.secretscan import failure as secret_failure
-from bot.workspace.secretscan import feedback as secret_feedback
+from bot.workspace.removal import discard
 from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view
 
 log = logging.getLogger(__name__)
@@ -46,7 +45,8 @@ log = logging.getLogger(__name__)
 
 def gate_specs(run: Run, story: Story | None, root: Path) -> list[GateSpec]:
     """Configured or detected gates, plus the story's own verification command (none without
-    a story: the base check runs the gates every story shares)."""
+    a story: the base check runs the gates every story shares). Detection lists the worktree's
+    files (up to 50,000): async code calls this through `asyncio.to_thread`."""
     g = run.config.gates
     return gates_from_config(
         typecheck=g.typecheck,
@@ -148,7 +148,9 @@ async def cleanup(worktree: Worktree, home: Path) -> None:
                 await remove_worktree(worktree)
         except WorkspaceError as exc:
             log.warning("could not remove worktree %s: %s", worktree.path, exc.message)
-        shutil.rmtree(home, ignore_errors=True)
+        except OSError as exc:  # the file system refused (permissions are given back first)
+            log.warning("could not remove worktree %s: %s", worktree.path, exc)
+        await discard(home)
 
     task = asyncio.ensure_future(remove())
     try:
@@ -232,10 +234,10 @@ async def _attempts(
         if head != scanned:  # no credential leaves: the commits are undone, the agent told
             findings = await hold_back(run, story.id, wt, since=scanned, head=head)
             if findings:
-                feedback = secret_feedback(findings)
+                feedback = secretscan.feedback(findings)
                 if attempt < max_attempts:
                     continue
-                reason = secret_failure(findings, attempts=attempt)
+                reason = secretscan.failure(findings, attempts=attempt)
                 await run.story(story.id, important=True, status=StoryStatus.FAILED, reason=reason)
                 return
             scanned = head
@@ -350,7 +352,7 @@ async def _run_agent(
 async def _gates(
     run: Run, story: Story, wt: Worktree, home: Path, head: str, attempt: int
 ) -> list[GateResult]:
-    specs = gate_specs(run, story, wt.path)
+    specs = await asyncio.to_thread(gate_specs, run, story, wt.path)  # lists the worktree: off the loop
     if not specs:
         return []  # no gate: no sandbox, nor a copy of the repository's git, to make for it
     scope = story.id

@@ -9,8 +9,10 @@ still was the previous batch's branch) delivers nothing: the plan keeps waiting.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bot.github.models import PullRequest
 from bot.plan.state import BatchState, PlanState, with_batch
 
 _BATCH_BRANCH = re.compile(r"^plan-cascade/(\d+)/batch-(\d+)$")
@@ -113,6 +115,8 @@ def expected_base(state: PlanState, batch: int, *, base_branch: str, stacked: bo
     open batch (and always without stacking), else the previous batch's branch."""
     if not stacked or batch == 1:
         return base_branch
+    if batch - 2 >= len(state.batches):
+        return f"plan-cascade/{state.issue}/batch-{batch - 1}"
     previous = state.batches[batch - 2]
     if previous.merged:
         return base_branch
@@ -122,3 +126,24 @@ def expected_base(state: PlanState, batch: int, *, base_branch: str, stacked: bo
             return previous.merged_into
         return base_branch
     return previous.branch or f"plan-cascade/{state.issue}/batch-{batch - 1}"
+
+
+def merge_problem(repo: str, record: BatchState, pr: PullRequest, commits: Sequence[str]) -> str | None:
+    """Why a merged pull request is not the batch's merge (None when it is).
+
+    Only the pull request the plan recorded for the batch counts, with its head branch in this
+    repository (a fork can name its branch like ours and copy our body marker), merged with
+    the head the bot recorded or a later one: `commits` (the pull request's commits) must hold
+    the recorded head when the merged head is another.
+    """
+    if record.pr_number is None or pr.number != record.pr_number:
+        return f"the batch's pull request is #{record.pr_number}" if record.pr_number else "no PR recorded"
+    if not pr.merged:
+        return "it is not merged"
+    if pr.head_repo.lower() != repo.lower() or pr.base_repo.lower() != repo.lower():
+        return f"its head is in {pr.head_repo or 'an unknown repository'}, not {repo}"
+    if not record.head_sha:
+        return "no head was recorded for the batch"
+    if pr.head_sha != record.head_sha and record.head_sha not in commits:
+        return f"its head {pr.head_sha[:12]} does not build on the batch's head {record.head_sha[:12]}"
+    return None

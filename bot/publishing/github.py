@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from bot.errors import GitHubError
 from bot.gates.annotations import Annotation
-from bot.gates.ci import rollup_verdict
 from bot.gates.detect import GateSpec
 from bot.gates.report import (
     GateResult,
@@ -23,7 +22,9 @@ from bot.orchestration.acceptance import BatchReview, merge_and_review
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch
 from bot.orchestration.verdicts import REVIEW_MARKER, diff_lines, draft_reason, line_comments, review_body
+from bot.plan.stack import expected_base
 from bot.plan.state import BatchState, PlanState, batch_record, with_batch
+from bot.publishing.rollup import post_rollup
 from bot.rendering import messages
 from bot.rendering.pr_body import pr_body, pr_title
 from bot.store.trust import same_login
@@ -192,11 +193,9 @@ class GitHubPublisher:
         unmet = draft_reason(run.state, review.checks) if review is not None else None
         draft = (failed_gate and run.config.publishing.draft_on_failure) or unmet is not None
         reason = "an integration gate failed" if failed_gate else unmet
-        base = (
-            run.base_branch
-            if (batch == 1 or run.config.execution.stacking == "sequential")
-            else batch_branch(run.branch_prefix, batch - 1)
-        )
+        # The previous batch's branch, unless that batch is merged already: then the base branch.
+        stacked = run.config.execution.stacking == "stacked"
+        base = expected_base(run.state, batch, base_branch=run.base_branch, stacked=stacked)
 
         def body(draft: bool) -> str:
             return pr_body(
@@ -305,14 +304,10 @@ class GitHubPublisher:
         unmet: str | None = None,
     ) -> None:
         """The `plan-cascade` check on the PR head that sums up the batch."""
-        verdict, title = rollup_verdict(run.state, batch, merged, integration, unmet=unmet)
-        lines = [
-            f"- {sid}: {run.state.stories[sid].status.value}" for sid in run.state.batches_ids()[batch - 1]
-        ]
-        lines += [f"- integration `{n}`: {c}" for n, c in integration.items()]
-        lines += [f"- {unmet}"] if unmet else []
-        output = {"title": title, "summary": "\n".join(lines)}
-        await write_rollup(self.port, self.repo, head=head, batch=batch, conclusion=verdict, output=output)
+        await post_rollup(
+            self.port, self.repo, run.state, batch=batch, head=head, merged=merged,
+            integration=integration, unmet=unmet,
+        )  # fmt: skip
 
     async def _hands_off(self, run: Run, batch: int, record: BatchState, branch: str) -> PlanState:
         note = messages.hands_off(branch)
@@ -334,35 +329,6 @@ def _review_note(review: BatchReview | None) -> str | None:
             f"The acceptance review sent {', '.join(review.sent_back)} back with its reasoning before this."
         )
     return None
-
-
-async def write_rollup(
-    port: GitHubPort, repo: str, *, head: str, batch: int, conclusion: str, output: Mapping[str, str]
-) -> None:
-    """The `plan-cascade` check of batch `batch` on `head`: updated when it exists (a publish redone
-    after a crash, CI judged later), created otherwise. A GitHub error is logged, never raised."""
-    try:
-        existing = [
-            r
-            for r in await port.list_check_runs_for_ref(repo, head, check_name="plan-cascade")
-            if r.external_id == f"batch-{batch}"
-        ]
-        if existing:
-            await port.update_check_run(
-                repo, existing[0].id, status="completed", conclusion=conclusion, output=output
-            )
-            return
-        await port.create_check_run(
-            repo,
-            name="plan-cascade",
-            head_sha=head,
-            status="completed",
-            conclusion=conclusion,
-            external_id=f"batch-{batch}",
-            output=output,
-        )
-    except GitHubError as exc:
-        log.warning("could not write the roll-up check of batch %s: %s", batch, exc.message)
 
 
 async def authored_by_bot(run: Run, sha: str) -> bool:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.errors import GitHubError, WorkspaceError
-from bot.gates.ci import rollup_verdict
 from bot.gates.report import conclusion
 from bot.github.port import GitHubPort
 from bot.orchestration.batch import integration_gates
@@ -27,7 +26,8 @@ from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch, story_branch
 from bot.plan.stack import batch_of_branch, expected_base, is_open, lowest_open
 from bot.plan.state import PlanState, StoryState, StoryStatus, with_batch
-from bot.publishing.github import authored_by_bot, write_rollup
+from bot.publishing.github import authored_by_bot
+from bot.publishing.rollup import carry_rollup, post_rollup
 from bot.rendering import stack as say
 from bot.rendering.pr_body import pr_body, pr_title
 from bot.workspace.git import PushRejected
@@ -89,6 +89,7 @@ class StackKeeper:
         """
         run = self.run
         await run.mirror.fetch()
+        await self._replace_closed()
         if reason == "rebase":
             await self._reopen_stranded()
         tip = await run.mirror.resolve(f"refs/remotes/origin/{run.base_branch}")
@@ -126,9 +127,14 @@ class StackKeeper:
             assert head is not None
             if self.wanted is not None:
                 run.still_wanted = self.wanted(number)
-            rebuilt = await rebuild_batch(
-                run, number, old_head=head, onto=onto, exclude=exclude, onto_label=label
-            )
+            try:
+                rebuilt = await rebuild_batch(
+                    run, number, old_head=head, onto=onto, exclude=exclude, onto_label=label
+                )
+            except WorkspaceError as exc:  # git itself failed: said on the PR, the branch untouched
+                log.warning("could not rebuild batch %s: %s", number, exc.message)
+                await self._comment(number, say.rebuild_error(onto=label, cause=cause, error=exc.message))
+                break
             if not rebuilt.ok:
                 await self._conflicted(number, rebuilt, onto=label, cause=cause)
                 break
@@ -141,46 +147,65 @@ class StackKeeper:
         """Batches whose PR was merged into a branch that will never reach the base branch (a
         delivered batch's, or no batch's) get their branch back and a new pull request; the
         restack that follows puts them on the base branch."""
-        run, state = self.run, self.run.state
+        state = self.run.state
         for record in state.batches:
             holder = batch_of_branch(record.merged_into or "", state.issue)
             if record.merged or record.merged_into is None or not record.merged_head or record.hands_off:
                 continue
             if holder is not None and holder <= len(state.batches) and is_open(state.batches[holder - 1]):
                 continue  # it reaches the base branch with the batch that holds it
-            branch = record.branch or batch_branch(run.branch_prefix, record.number)
-            remote = await run.mirror.remote_sha(branch)
-            if remote not in (None, record.merged_head) and not await authored_by_bot(run, remote):
+            why = f"#{record.pr_number} went into `{record.merged_into}`"
+            await self._open_again(record.number, head=record.merged_head, why=why)
+
+    async def _replace_closed(self) -> None:
+        """An open batch whose PR GitHub closed because its base branch was deleted (it does that
+        instead of retargeting when the branch goes through the API) gets a new pull request."""
+        for record in list(self.run.state.batches):
+            if not is_open(record) or record.pr_number is None or not record.head_sha or record.hands_off:
                 continue
-            await run.mirror.git("update-ref", f"refs/heads/{branch}", record.merged_head)
-            await run.mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
-            ids = [
-                sid for sid in state.batches_ids()[record.number - 1] if state.stories[sid].status == "passed"
-            ]
-            base = expected_base(state, record.number, base_branch=run.base_branch, stacked=self.stacked)
-            body = pr_body(state, record.number, ids, plan_url=self.plan_url, integration=record.gates)
             try:
-                pr = await self.port.create_pull_request(
-                    self.repo, title=pr_title(state, record.number, ids), body=body, head=branch, base=base
-                )
+                pr = await self.port.get_pull_request(self.repo, record.pr_number)
             except GitHubError as exc:
-                log.warning("could not open a new pull request for batch %s: %s", record.number, exc.message)
+                log.warning("could not read #%s: %s", record.pr_number, exc.message)
                 continue
-            old = record.pr_number
-            state = await self._save(
-                functools.partial(
-                    _set,
-                    number=record.number,
-                    pr_number=pr.number,
-                    pr_url=pr.html_url,
-                    head_sha=record.merged_head,
-                    merged_into=None,
-                    merged_head=None,
-                )
+            if pr.state != "closed" or pr.merged or await self.run.mirror.remote_sha(pr.base_ref) is not None:
+                continue  # open, merged (its event counts it), or closed by a person: theirs to decide
+            why = f"#{record.pr_number} was closed when `{pr.base_ref}` was deleted"
+            await self._open_again(record.number, head=record.head_sha, why=why)
+
+    async def _open_again(self, number: int, *, head: str, why: str) -> None:
+        """Batch `number`'s branch at `head` (pushed back if it was deleted) and a new pull request
+        into what it must target now, recorded as the batch's."""
+        run, state = self.run, self.run.state
+        record = state.batches[number - 1]
+        branch = record.branch or batch_branch(run.branch_prefix, number)
+        remote = await run.mirror.remote_sha(branch)
+        if remote not in (None, head) and not await authored_by_bot(run, remote):
+            return  # someone else's work is on the branch now: never over it
+        await run.mirror.git("update-ref", f"refs/heads/{branch}", head)
+        try:
+            await run.mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
+        except PushRejected as exc:
+            log.warning("could not push %s back: %s", branch, exc)
+            return
+        ids = [
+            sid for sid in state.batches_ids()[number - 1] if state.stories[sid].status == StoryStatus.PASSED
+        ]
+        base = expected_base(state, number, base_branch=run.base_branch, stacked=self.stacked)
+        body = pr_body(state, number, ids, plan_url=self.plan_url, integration=record.gates)
+        try:
+            pr = await self.port.create_pull_request(
+                self.repo, title=pr_title(state, number, ids), body=body, head=branch, base=base
             )
-            self.done.append(
-                (pr.number, f"opened for batch {record.number} (#{old} went into `{record.merged_into}`)")
-            )
+        except GitHubError as exc:
+            log.warning("could not open a new pull request for batch %s: %s", number, exc.message)
+            return
+        reopened = functools.partial(
+            _set, number=number, pr_number=pr.number, pr_url=pr.html_url, head_sha=head, merged_into=None
+        )
+        await self._save(reopened)
+
+        self.done.append((pr.number, f"opened for batch {number} ({why})"))
 
     async def _contains(self, head: str, commit: str) -> bool:
         found = await self.run.mirror.git("merge-base", "--is-ancestor", commit, head, check=False)
@@ -245,9 +270,21 @@ class StackKeeper:
             integration: dict[str, str] = {r.name: conclusion(r) for r in results}
             gates = ", ".join(f"`{n}`: {c}" for n, c in integration.items())
             await self._save(functools.partial(_set, number=number, gates=integration))
-            await self._rollup(number, rebuilt.head, integration)
+            state = self.run.state
+            merged = [
+                s for s in state.batches_ids()[number - 1] if state.stories[s].status == StoryStatus.PASSED
+            ]
+            await post_rollup(
+                self.port,
+                self.repo,
+                state,
+                batch=number,
+                head=rebuilt.head,
+                merged=merged,
+                integration=integration,
+            )
         else:
-            await self._carry_rollup(number, old=rebuilt.old_head, new=rebuilt.head)
+            await carry_rollup(self.port, self.repo, batch=number, old=rebuilt.old_head, new=rebuilt.head)
         note = say.restacked(
             onto=onto, cause=cause, tree_changed=rebuilt.tree_changed, redone=rebuilt.redone, gates=gates
         )
@@ -289,37 +326,6 @@ class StackKeeper:
                 await remove_worktree(wt)
             except WorkspaceError as exc:
                 log.warning("could not remove batch worktree: %s", exc.message)
-
-    async def _rollup(self, number: int, head: str, integration: dict[str, str]) -> None:
-        state = self.run.state
-        ids = state.batches_ids()[number - 1]
-        merged = [sid for sid in ids if state.stories[sid].status == StoryStatus.PASSED]
-        verdict, title = rollup_verdict(state, number, merged, integration, unmet=None)
-        lines = [f"- {sid}: {state.stories[sid].status.value}" for sid in ids]
-        lines += [f"- integration `{n}`: {c}" for n, c in integration.items()]
-        output = {"title": title, "summary": "\n".join(lines)}
-        await write_rollup(self.port, self.repo, head=head, batch=number, conclusion=verdict, output=output)
-
-    async def _carry_rollup(self, number: int, *, old: str, new: str) -> None:
-        """The same tree: the old head's roll-up check, on the new head."""
-        try:
-            runs = await self.port.list_check_runs_for_ref(self.repo, old, check_name="plan-cascade")
-        except GitHubError as exc:
-            log.warning("could not read the roll-up of %s: %s", old[:12], exc.message)
-            return
-        found = next((r for r in runs if r.external_id == f"batch-{number}" and r.conclusion), None)
-        if found is None:
-            return
-        summary = f"Carried over from {old[:12]}: the same tree.\n\n{found.summary}".strip()
-        output = {"title": found.title or found.name, "summary": summary}
-        await write_rollup(
-            self.port,
-            self.repo,
-            head=new,
-            batch=number,
-            conclusion=found.conclusion or "neutral",
-            output=output,
-        )
 
     async def _note_in_body(self, number: int, note: str) -> None:
         record = self.run.state.batches[number - 1]

@@ -84,6 +84,14 @@ def restack_failed(*, onto: str, cause: str, conflicts: dict[str, list[str]], br
     return "\n".join(lines)
 
 
+def rebuild_error(*, onto: str, cause: str, error: str) -> str:
+    """Git failed while rebuilding the batch: nothing moved."""
+    return (
+        f"Plan Cascade could not rebuild this batch on {onto} {cause}".rstrip()
+        + f": {md_inline(error[:500])}. The branch is unchanged; comment `{COMMAND} rebase` to try again."
+    )
+
+
 def someone_pushed(*, branch: str, seen: str | None, onto: str, exclude: str | None) -> str:
     """Someone else pushed to a batch branch: the bot will not rewrite it; how to do it by hand."""
     now = f" (now `{seen[:12]}`)" if seen else " (it is gone)"

@@ -19,7 +19,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigurationError
 from bot.llm.registry import configuration_problem
-from bot.workspace.egress import parse_egress
+from bot.workspace.cgroups import find_cgroups
+from bot.workspace.egress_rules import parse_egress
+from bot.workspace.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, machine_memory
 from bot.workspace.reaper import ProcessRegistry
 from bot.workspace.sandbox import Sandbox
 
@@ -103,6 +105,21 @@ class Settings(BaseSettings):
     """Comma-separated variables of this environment handed to setup commands (e.g. PIP_INDEX_URL)."""
     setup_egress: str | None = Field(default=None, validation_alias="PLAN_CASCADE_SETUP_EGRESS")
     """Comma-separated hosts (`host`, `host:port`, `*.domain`, `IP:port`) setup may reach; `none`: none."""
+    sandbox_processes: int = Field(
+        default=DEFAULT_PROCESSES, ge=0, validation_alias="PLAN_CASCADE_SANDBOX_PROCESSES"
+    )
+    """Processes and threads one confined process may run at once, all it starts included; 0: no limit."""
+    sandbox_open_files: int = Field(
+        default=DEFAULT_OPEN_FILES, ge=0, validation_alias="PLAN_CASCADE_SANDBOX_OPEN_FILES"
+    )
+    """Open files per confined process; 0: no limit (the server's own)."""
+    sandbox_memory_mb: int | None = Field(
+        default=None, ge=0, validation_alias="PLAN_CASCADE_SANDBOX_MEMORY_MB"
+    )
+    """MiB of memory (and of /tmp) for one confined process and all it starts; default half the
+    machine's memory; 0: no limit."""
+    sandbox_cgroup: str = Field(default="auto", validation_alias="PLAN_CASCADE_SANDBOX_CGROUP")
+    """Where confined processes' cgroups are made: `auto`, `off`, or a delegated cgroup v2 folder."""
     agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
     """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
@@ -118,6 +135,11 @@ class Settings(BaseSettings):
             parse_egress(self.setup_egress_hosts() or ())
         except ValueError as exc:
             raise ValueError(f"PLAN_CASCADE_SETUP_EGRESS: {exc}") from None
+        cgroup = self.sandbox_cgroup.strip()
+        if cgroup not in ("auto", "off") and not Path(cgroup).is_absolute():
+            raise ValueError(
+                f"PLAN_CASCADE_SANDBOX_CGROUP must be auto, off or an absolute path, not {cgroup!r}"
+            )
         return self
 
     # -- derived values -------------------------------------------------------------
@@ -216,6 +238,18 @@ class Settings(BaseSettings):
             agent_env={name: env[name] for name in names if name in env},
             setup_env={name: env[name] for name in setup_names if name in env},
             setup_egress=self.setup_egress_hosts(),
+            limits=self.sandbox_limits(cgroups=(self.sandbox or default) != "off"),
+        )
+
+    def sandbox_limits(self, *, cgroups: bool = True) -> Limits:
+        """What each confined process may use of the host; with `cgroups`, where its cgroups go."""
+        memory_mb = self.sandbox_memory_mb
+        memory = machine_memory() // 2 if memory_mb is None else memory_mb * 1024 * 1024
+        return Limits(
+            processes=self.sandbox_processes,
+            open_files=self.sandbox_open_files,
+            memory=memory,
+            cgroups=find_cgroups(self.sandbox_cgroup.strip()) if cgroups else None,
         )
 
     def setup_egress_hosts(self) -> tuple[str, ...] | None:

@@ -20,6 +20,7 @@ from bot.db.queue import ClaimedJob, JobQueue
 from bot.errors import PlanCascadeError
 from bot.log import log_context
 from bot.procinfo import process_identity
+from bot.redaction import redact
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.webhook import WEBHOOK_JOB, IntakePressure
@@ -193,9 +194,10 @@ class WorkerPool:
     async def _failed(self, job: ClaimedJob, worker_id: str, exc: Exception) -> str:
         """Record a failure: back to the queue with backoff, or dead after the last attempt.
 
-        Called inside the `except` block, so the traceback is still at hand.
+        Called inside the `except` block, so the traceback is still at hand. What is kept is
+        redacted whole (the queue keeps its tail: a secret cut in two would no longer look like one).
         """
-        detail = exc.message if isinstance(exc, PlanCascadeError) else traceback.format_exc()
+        detail = redact(exc.message if isinstance(exc, PlanCascadeError) else traceback.format_exc())
         outcome = await self.queue.fail(job.id, worker_id, detail)
         log.log(
             logging.ERROR if outcome == "dead" else logging.WARNING,

@@ -2,10 +2,11 @@
 
 - Scripts send `Authorization: Bearer <token>`.
 - A browser signs in once with the token (a form POST) and gets a session cookie:
-  `<issued>.<HMAC(token, issued)>`, `HttpOnly`, `SameSite=Strict`, `Path=/`, and `Secure` when
-  the request came over TLS (uvicorn trusts `X-Forwarded-Proto` only from `FORWARDED_ALLOW_IPS`,
-  loopback by default). The cookie never holds the token; it expires after `SESSION_SECONDS`,
-  and changing the token signs every browser out.
+  `<issued>.<session id>.<HMAC(token, issued.session id)>`, `HttpOnly`, `SameSite=Strict`,
+  `Path=/`, and `Secure` when the request came over TLS (uvicorn trusts `X-Forwarded-Proto` only
+  from `FORWARDED_ALLOW_IPS`, loopback by default). The cookie never holds the token; it is good
+  while the server keeps its session (`bot.status.sessions`: signing out ends it, for a copy of
+  the cookie too), for `SESSION_SECONDS` at most, and changing the token signs every browser out.
 - Every POST made with the cookie carries a CSRF token bound to that session.
 Every comparison is constant-time.
 """
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 COOKIE = "plan_cascade_status"
 SESSION_SECONDS = 7 * 24 * 3600
@@ -54,19 +56,21 @@ class Access:
         """Whether `offered` is the token."""
         return offered is not None and same(offered, self._token)
 
-    def new_session(self) -> str:
-        """A session cookie's value for a browser that just gave the token."""
-        issued = str(int(self._clock()))
-        return f"{issued}.{_mac(self._key, b'session', issued)}"
+    def new_session(self) -> tuple[str, str]:
+        """A session for a browser that just gave the token: its cookie's value, and its id
+        (which the server keeps until the session ends)."""
+        body = f"{int(self._clock())}.{secrets.token_urlsafe(24)}"
+        return f"{body}.{_mac(self._key, b'session', body)}", body.split(".", 1)[1]
 
-    def session_ok(self, value: str | None) -> bool:
-        """Whether a cookie is a session this token issued, not older than `SESSION_SECONDS`."""
-        if not value or "." not in value:
-            return False
-        issued, mac = value.split(".", 1)
-        if not same(mac, _mac(self._key, b"session", issued)) or not issued.isdigit():
-            return False
-        return 0 <= self._clock() - int(issued) <= SESSION_SECONDS
+    def session_id(self, value: str | None) -> str | None:
+        """The id of a session cookie this token issued, not older than `SESSION_SECONDS`; None
+        for anything else. Whether that session is still open is for the server to say."""
+        if not value or value.count(".") != 2:
+            return None
+        issued, sid, mac = value.split(".")
+        if not same(mac, _mac(self._key, b"session", f"{issued}.{sid}")) or not issued.isdigit():
+            return None
+        return sid if 0 <= self._clock() - int(issued) <= SESSION_SECONDS else None
 
     def bearer_ok(self, header: str | None) -> bool:
         """Whether an `Authorization` header is `Bearer <token>`."""
@@ -74,14 +78,6 @@ class Access:
             return False
         scheme, _, value = header.partition(" ")
         return scheme.lower() == "bearer" and self.token_ok(value.strip())
-
-    def who(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> str | None:
-        """`bearer`, `session` or None (nobody we know)."""
-        if self.bearer_ok(headers.get("authorization")):
-            return "bearer"
-        if self.session_ok(cookies.get(COOKIE)):
-            return "session"
-        return None
 
     def csrf_for(self, session: str | None) -> str:
         """The CSRF token a page made for `session` puts in its forms."""

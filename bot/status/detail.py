@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from bot.db.models import PlanRecord
 from bot.plan.model import Story
 from bot.plan.state import PlanState, StoryState
+from bot.redaction import redact
 from bot.status.plans import (
     PlanSummary,
     aware,
@@ -154,7 +155,7 @@ def story_view(story: Story, record: StoryState, *, repo_url: str) -> StoryView:
         cached_tokens=record.cached_tokens,
         cost_usd=round(record.cost_usd, 6),
         depends_on=tuple(story.depends_on),
-        reason=record.reason,
+        reason=redact(record.reason) if record.reason else None,
         branch=record.branch,
         commit=record.commit,
         checks=checks,
@@ -167,7 +168,7 @@ def _verdicts(criteria: list[str], record: StoryState) -> tuple[Verdict, ...]:
         Verdict(
             criterion=criteria[i] if i < len(criteria) else f"criterion {i + 1}",
             verdict=check.verdict,
-            evidence=check.evidence,
+            evidence=redact(check.evidence),
         )
         for i, check in enumerate(record.acceptance)
     )
@@ -252,7 +253,7 @@ def timeline(state: PlanState, batches: tuple[BatchView, ...]) -> tuple[Event, .
             )
         )
     if state.updated_at is not None:
-        note = f": {state.note}" if state.note else ""
+        note = f": {redact(state.note)}" if state.note else ""
         timed.append(Event(aware(state.updated_at), f"last change — {state.status.value}{note}"))
     timed.sort(key=lambda e: e.at or datetime.min.replace(tzinfo=UTC))
     untimed: list[Event] = []
@@ -264,11 +265,12 @@ def timeline(state: PlanState, batches: tuple[BatchView, ...]) -> tuple[Event, .
             merged = "merged" if batch.merged else ("draft" if batch.draft else "open")
             untimed.append(Event(None, f"batch {batch.number}: pull request #{batch.pr_number} ({merged})"))
         if record is not None:
-            untimed.extend(Event(None, f"batch {batch.number}: CI — {a}") for a in record.ci_actions)
+            untimed.extend(Event(None, f"batch {batch.number}: CI — {redact(a)}") for a in record.ci_actions)
             if record.ci_fixes:
                 untimed.append(Event(None, f"batch {batch.number}: {record.ci_fixes} CI fix commit(s)"))
             if record.ci_stopped:
-                untimed.append(Event(None, f"batch {batch.number}: CI loop stopped — {record.ci_stopped}"))
+                stopped = redact(record.ci_stopped)
+                untimed.append(Event(None, f"batch {batch.number}: CI loop stopped — {stopped}"))
     return tuple(timed + untimed)
 
 

@@ -5,8 +5,9 @@ is set: without it every `/status` path is a 404.
   visitor without a session or bearer token). With `X-Status-Partial: 1` only the page's
   `<main>`: `status.js` fetches it every few seconds and swaps it in, without a reload.
 - `GET /status.json`, `GET /status/plans/{owner}/{repo}/{issue}.json`: the same data for scripts.
-- `POST /status/login` (token → session cookie), `POST /status/logout`,
-  `POST /status/jobs/{id}/requeue` (a dead job back in the queue; CSRF token required).
+- `POST /status/login` (token → session cookie), `POST /status/logout` (ends the session on the
+  server: a copy of the cookie stops working too), `POST /status/jobs/{id}/requeue` (a dead job
+  back in the queue; CSRF token required).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from bot.status.operations import Limits
 from bot.status.page import PLAN_LIMIT, overview
 from bot.status.plans import Filters, github_web_url
 from bot.status.reads import read_intake, read_plan, read_work, requeue
+from bot.status.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +123,13 @@ def status_router(
     wake: Callable[[], None] | None = None,
     gates: GateRegistry | None = None,
     throttles: ThrottleRegistry | None = None,
+    sessions: Sessions | None = None,
 ) -> StatusPage:
-    """The routes of the status page, reading `db` and this process's metrics and caches."""
+    """The routes of the status page, reading `db` and this process's metrics and caches;
+    signed-in sessions are kept in `sessions` (by default in `db`)."""
     router = APIRouter()
     lines = PlanLines(web_url=web_url)
+    sessions = sessions or Sessions(db)
 
     def budgets(repos: set[str]) -> dict[str, float | None]:
         """`limits.max_cost_usd` of each repository whose config this process has cached."""
@@ -180,8 +185,14 @@ def status_router(
         nxt = safe_next(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
         return _html("login.html.j2", 401, next=nxt, failed=False)
 
-    def caller(request: Request) -> str | None:
-        return access.who(request.headers, request.cookies)
+    async def caller(request: Request) -> str | None:
+        """`bearer`, `session` (a cookie of a session still open) or None (nobody we know)."""
+        if access.bearer_ok(request.headers.get("authorization")):
+            return "bearer"
+        session_id = access.session_id(request.cookies.get(COOKIE))
+        if session_id is not None and await sessions.open(session_id):
+            return "session"
+        return None
 
     async def overview_of(request: Request) -> Any:
         now = clock()
@@ -213,7 +224,7 @@ def status_router(
 
     @router.get("/status")
     async def status_page(request: Request) -> Response:
-        who = caller(request)
+        who = await caller(request)
         if who is None:
             return refused(request, json=False)
         view = await overview_of(request)
@@ -221,13 +232,13 @@ def status_router(
 
     @router.get("/status.json")
     async def status_json(request: Request) -> Response:
-        if caller(request) is None:
+        if await caller(request) is None:
             return refused(request, json=True)
         return _json(await overview_of(request))
 
     @router.get("/status/plans/{owner}/{name}/{issue}")
     async def plan_page(request: Request, owner: str, name: str, issue: str) -> Response:
-        who = caller(request)
+        who = await caller(request)
         as_json = issue.endswith(".json")
         if who is None:
             return refused(request, json=as_json)
@@ -258,16 +269,21 @@ def status_router(
         nxt = safe_next((form or {}).get("next"))
         if form is None or not access.token_ok(form.get("token")):
             return _html("login.html.j2", 401, next=nxt, failed=True)
+        cookie, session_id = access.new_session()
+        await sessions.start(session_id)
         response = RedirectResponse(nxt, status_code=303, headers=SECURITY_HEADERS)
-        secure = request.url.scheme == "https"
-        response.headers.append("set-cookie", cookie_header(access.new_session(), secure=secure))
+        response.headers.append("set-cookie", cookie_header(cookie, secure=request.url.scheme == "https"))
         return response
 
     @router.post("/status/logout")
     async def logout(request: Request) -> Response:
         form = await _form(request) or {}
-        if not access.csrf_ok(request.cookies.get(COOKIE), form.get("csrf")):
+        cookie = request.cookies.get(COOKIE)
+        if not access.csrf_ok(cookie, form.get("csrf")):
             return _json({"message": "missing or wrong CSRF token"}, 403)
+        session_id = access.session_id(cookie)
+        if session_id is not None:  # ended on the server: a copy of the cookie is worth nothing now
+            await sessions.end(session_id)
         response = RedirectResponse("/status", status_code=303, headers=SECURITY_HEADERS)
         response.headers.append(
             "set-cookie", cookie_header("", secure=request.url.scheme == "https", max_age=0)
@@ -276,7 +292,7 @@ def status_router(
 
     @router.post("/status/jobs/{job_id}/requeue")
     async def requeue_job(request: Request, job_id: int) -> Response:
-        who = caller(request)
+        who = await caller(request)
         if who is None:
             return refused(request, json=True)
         form = await _form(request) or {}

@@ -11,10 +11,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.db.models import Delivery, Job
+from bot.redaction import redact
 from bot.status.plans import PlanSummary, aware
 
 ERROR_CHARS = 600
 """How much of a job's last error the page shows (its tail: where the exception is)."""
+
+
+def error_tail(error: str | None) -> str | None:
+    """What the page shows of a job's error: redacted whole (a secret cut in two would no
+    longer look like one), then its last `ERROR_CHARS` characters."""
+    if not error:
+        return error
+    shown = redact(error)
+    return "…" + shown[-ERROR_CHARS:] if len(shown) > ERROR_CHARS else shown
 
 
 @dataclass(frozen=True)
@@ -74,9 +84,6 @@ def _seconds(later: datetime, earlier: datetime | None) -> float | None:
 
 def job_view(job: Job, *, now: datetime) -> JobView:
     """A job row for the page: its lease and age in seconds, the tail of its last error."""
-    error = job.last_error
-    if error and len(error) > ERROR_CHARS:
-        error = "…" + error[-ERROR_CHARS:]
     lease = _seconds(aware(job.lease_until) or now, now) if job.lease_until is not None else None
     return JobView(
         id=job.id,
@@ -88,7 +95,7 @@ def job_view(job: Job, *, now: datetime) -> JobView:
         worker=job.locked_by,
         lease_left_seconds=lease,
         age_seconds=_seconds(now, job.created_at) or 0.0,
-        last_error=error,
+        last_error=error_tail(job.last_error),
         updated_at=aware(job.updated_at),
         delivery_id=job.delivery_id,
     )
@@ -146,7 +153,6 @@ class Intake:
 
 def delivery_view(delivery: Delivery, job: Job | None) -> DeliveryView:
     """A delivery row with its job's status (None: no job, the event was ignored)."""
-    error = job.last_error if job is not None else None
     return DeliveryView(
         id=delivery.id,
         event=delivery.event,
@@ -155,7 +161,7 @@ def delivery_view(delivery: Delivery, job: Job | None) -> DeliveryView:
         outcome=delivery.outcome,
         received_at=aware(delivery.received_at),
         job_status=job.status if job is not None else None,
-        job_error=("…" + error[-ERROR_CHARS:]) if error and len(error) > ERROR_CHARS else error,
+        job_error=error_tail(job.last_error) if job is not None else None,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Protocol
 from urllib.parse import quote, urlsplit
 
 from bot.plan.state import PlanState, StoryStatus, totals
+from bot.redaction import redact
 
 DEFAULT_BUDGET_USD = 25.0
 """`limits.max_cost_usd` when the repository's config is not in this process's cache."""
@@ -179,7 +180,7 @@ def plan_summary(
         budget_usd=budget_usd if budget_usd is not None else DEFAULT_BUDGET_USD,
         budget_known=budget_usd is not None,
         last_activity=last_activity(record, state),
-        note=state.note,
+        note=redact(state.note) if state.note else None,
     )
 
 

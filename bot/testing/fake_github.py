@@ -141,9 +141,11 @@ class FakeGitHub(RequestLog):
     def add_comment(
         self, repo: str, number: int, *, body: str, user: str = "octocat", created_at: str | None = None
     ) -> m.FakeComment:
+        """A comment by `user` (a bot's login `<slug>[bot]`: written with that App's token)."""
         fake = self.repos[repo]
         association = "OWNER" if user == fake.owner else "NONE"
         comment = m.FakeComment(next(self._ids), number, body, user, author_association=association)
+        comment.app_slug = user.removesuffix("[bot]") if user.endswith("[bot]") else None
         if created_at is not None:
             comment.created_at = comment.updated_at = created_at
         fake.comments[comment.id] = comment
@@ -286,14 +288,15 @@ class FakeGitHub(RequestLog):
         """A repository as the REST API shows it."""
         return j.repo_json(self.urls, repo, self._user(repo.owner))
 
-    def _app(self) -> dict[str, Any]:
-        return j.app_json(self.urls, app_id=self.app_id, slug=self.app_slug, owner=self._user("octo-org"))
+    def _app(self, slug: str | None = None) -> dict[str, Any]:
+        """An App as GitHub shows it: ours (`slug` None or ours), or another with its own id."""
+        if slug is None or slug == self.app_slug:
+            return j.app_json(self.urls, app_id=self.app_id, slug=self.app_slug, owner=self._user("octo-org"))
+        return j.app_json(self.urls, app_id=j.other_app_id(slug), slug=slug, owner=self._user("github"))
 
     def _app_of(self, run: m.FakeCheckRun) -> dict[str, Any]:
-        """The App a check run belongs to: ours, or another (GitHub Actions for a workflow job)."""
-        if run.app_slug is None:
-            return self._app()
-        return j.app_json(self.urls, app_id=15368, slug=run.app_slug, owner=self._user("github"))
+        """The App a check run belongs to: ours, or another (GitHub Actions for a workflow's)."""
+        return self._app(run.app_slug)
 
     def _wrap(self, handler: Handler) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:

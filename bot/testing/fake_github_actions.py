@@ -60,6 +60,24 @@ def add_workflow_run(
     return run
 
 
+def add_check_run(
+    fake: FakeGitHub,
+    repo: str,
+    *,
+    name: str,
+    head_sha: str,
+    external_id: str | None = None,
+    status: str = "in_progress",
+    app_slug: str = ACTIONS_APP,
+) -> FakeCheckRun:
+    """A check run another App made through the API: by default a workflow's `GITHUB_TOKEN`
+    (`checks: write`; the run belongs to GitHub Actions, id 15368). Only that App may change it."""
+    check = FakeCheckRun(next(fake._ids), name, head_sha, status=status, external_id=external_id)
+    check.app_slug = app_slug
+    fake.repos[repo].check_runs[check.id] = check
+    return check
+
+
 def finish_rerun(fake: FakeGitHub, repo: str, run_id: int, *, conclusion: str, log: str = "") -> None:
     """The re-run jobs of a run complete with `conclusion`."""
     record = fake.repos[repo]

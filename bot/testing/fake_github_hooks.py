@@ -5,7 +5,10 @@ and lets the App list them (`GET /app/hook/deliveries`: newest first, `per_page`
 `cursor` pagination through the `Link` header, `status=success|failure`), read one, and ask
 for a redelivery (`POST /app/hook/deliveries/{id}/attempts`, 202), which is a new attempt
 with the same `guid` and `redelivery: true`. An attempt's `status` is "OK" for a 2xx answer,
-else the failure ("failed to connect", "Invalid HTTP Response: 502", "timed out").
+else the failure ("failed to connect", "Invalid HTTP Response: 502", "timed out"). Like
+GitHub's, the `status` filter goes by the receiver's answer code: `success` is 200–399,
+`failure` 400–599, so an attempt nobody answered (`status_code` 0: the server was down, or
+too slow) is in neither.
 
 The receiver is `target`: an httpx transport (`httpx.ASGITransport(app=server_app)`), or
 None while the server is down.
@@ -35,6 +38,15 @@ if TYPE_CHECKING:
 
 RETENTION = timedelta(days=3)
 TIMEOUT = 10.0
+
+
+def outcome(status_code: int) -> str | None:
+    """What `status=` of the deliveries list an answer code falls under (None: neither)."""
+    if 200 <= status_code <= 399:
+        return "success"
+    if 400 <= status_code <= 599:
+        return "failure"
+    return None
 
 
 @dataclass
@@ -149,9 +161,11 @@ class FakeHooks:
         status = request.query_params.get("status")
         if status not in (None, "success", "failure"):
             raise HttpError(422, "Invalid value for status")
-        items = [d for d in self._kept() if status is None or (d.status == "OK") == (status == "success")]
+        items = [d for d in self._kept() if status is None or outcome(d.status_code) == status]
         cursor = request.query_params.get("cursor")
         if cursor is not None:
+            if not cursor.isdigit():
+                raise HttpError(422, "Invalid cursor")
             items = [d for d in items if d.id <= int(cursor)]
         page, rest = items[:per_page], items[per_page:]
         headers = {}

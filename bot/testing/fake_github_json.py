@@ -6,6 +6,7 @@ requires (names follow GitHub's REST docs), so strictly validating clients accep
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from bot.testing.fake_github_model import (
@@ -245,7 +246,9 @@ def issue_json(urls: Urls, repo: FakeRepo, issue: FakeIssue, user: dict[str, Any
     return data
 
 
-def comment_json(urls: Urls, repo: FakeRepo, comment: FakeComment, user: dict[str, Any]) -> dict[str, Any]:
+def comment_json(
+    urls: Urls, repo: FakeRepo, comment: FakeComment, user: dict[str, Any], app: dict[str, Any] | None = None
+) -> dict[str, Any]:
     api = f"{urls.api}/repos/{repo.full_name}"
     issue = repo.issues.get(comment.issue_number)
     kind = "pull" if issue is not None and issue.is_pull else "issues"
@@ -260,6 +263,7 @@ def comment_json(urls: Urls, repo: FakeRepo, comment: FakeComment, user: dict[st
         "updated_at": comment.updated_at,
         "issue_url": f"{api}/issues/{comment.issue_number}",
         "author_association": comment.author_association,
+        "performed_via_github_app": app,
     }
 
 
@@ -357,6 +361,15 @@ def pull_json(
         "deletions": 0,
         "changed_files": 1,
     }
+
+
+KNOWN_APPS = {"github-actions": 15368}
+"""Ids of well-known Apps on github.com (GitHub Actions: every workflow's `GITHUB_TOKEN`)."""
+
+
+def other_app_id(slug: str) -> int:
+    """The id of an App other than the fake's own: GitHub Actions' real one, else a stable one."""
+    return KNOWN_APPS.get(slug) or 20_000 + zlib.crc32(slug.encode()) % 10_000
 
 
 def app_json(urls: Urls, *, app_id: int, slug: str, owner: dict[str, Any]) -> dict[str, Any]:

@@ -98,7 +98,7 @@ def merge_pull(
         if pull.base_ref in repo.branches:
             repo.branches[pull.base_ref] = new
     pull.head_sha, pull.merged, pull.merged_at = head, True, now_iso()
-    pull.merge_commit_sha, pull.merged_by = new, by
+    pull.merge_commit_sha, pull.merged_by, pull.merged_base = new, by, before
     issue.state, issue.closed_at = "closed", pull.merged_at
     issue.updated_at = pull.merged_at
     _afterwards(fake, repo, pull, issue, before=before, by=by)

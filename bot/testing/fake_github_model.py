@@ -67,6 +67,8 @@ class FakeComment:
     author_association: str = "NONE"
     edits: list[tuple[str, str]] = field(default_factory=list)
     """(editor login, when) for every edit after creation, as GraphQL `userContentEdits` lists them."""
+    app_slug: str | None = None
+    """The App whose token wrote it (`performed_via_github_app`); None: a person's."""
 
 
 @dataclass
@@ -113,6 +115,8 @@ class FakePull:
     merge_commit_sha: str | None = None
     """After a merge: the merge commit, the squash commit or the last rebased commit on the base."""
     merged_by: str | None = None
+    merged_base: str | None = None
+    """The base branch's tip right before the merge: the PR's commits stay what they were."""
     checked: tuple[str, str, str] | None = None
     """(base branch, base sha, head sha) GitHub last computed `mergeable` for; when they change,
     the next read answers `null` ("unknown") while GitHub computes it again."""
@@ -133,7 +137,7 @@ class FakeCheckRun:
     started_at: str = field(default_factory=now_iso)
     completed_at: str | None = None
     app_slug: str | None = None
-    """Another App's run (`github-actions` for a workflow job); None: ours."""
+    """Another App's run (`github-actions` for a workflow job or a workflow token's run); None: ours."""
     run_id: int | None = None
     """For a workflow job: its workflow run."""
 

@@ -322,8 +322,11 @@ def pull_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Reques
         git_dir = repo.git_dir
         if git_dir is None or found.head_repo is not None:
             return fake._page(request, list(found.commits))
-        head = fake.branch_head(repo.full_name, found.head_ref) or found.head_sha
-        base = fake.branch_head(repo.full_name, found.base_ref) or found.base_ref
+        if found.merged and found.merged_base:  # as at its merge: GitHub keeps a PR's commits
+            head, base = found.head_sha, found.merged_base
+        else:
+            head = fake.branch_head(repo.full_name, found.head_ref) or found.head_sha
+            base = fake.branch_head(repo.full_name, found.base_ref) or found.base_ref
         commits = [commit_json(repo, c) for c in g.commits_between(git_dir, base, head)]
         return fake._page(request, commits)
 

@@ -62,6 +62,14 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         repo = fake._repo(request)
         return repo, found(repo.comments, request.path_params["comment_id"])
 
+    def maker() -> str | None:
+        """The App whose token the client uses (the actor `<slug>[bot]`); None: a person's token."""
+        return fake.actor.removesuffix("[bot]") if fake.actor.endswith("[bot]") else None
+
+    def comment_data(repo: FakeRepo, comment: FakeComment) -> dict[str, Any]:
+        app = fake._app(comment.app_slug) if comment.app_slug else None
+        return j.comment_json(urls, repo, comment, fake._user(comment.user), app)
+
     def reaction(reactions: list[FakeReaction], data: Any) -> Response:
         content = (data or {}).get("content")
         if content not in REACTIONS:
@@ -176,13 +184,14 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
     def list_comments(request: Request, data: Any) -> Response:
         repo, issue = issue_of(request)
         found = [c for c in repo.comments.values() if c.issue_number == issue.number]
-        return fake._page(request, [j.comment_json(urls, repo, c, fake._user(c.user)) for c in found])
+        return fake._page(request, [comment_data(repo, c) for c in found])
 
     def create_comment(request: Request, data: Any) -> Response:
         repo, issue = issue_of(request)
         body = require_text(data, "body", "IssueComment") or ""
         comment = fake.add_comment(repo.full_name, issue.number, body=body, user=fake.actor)
-        return JSONResponse(j.comment_json(urls, repo, comment, fake._user(comment.user)), 201)
+        comment.app_slug = maker()
+        return JSONResponse(comment_data(repo, comment), 201)
 
     def comment(request: Request, data: Any) -> Response:
         repo, found = comment_of(request)
@@ -190,7 +199,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
             found.body = require_text(data, "body", "IssueComment") or ""
             found.updated_at = now_iso()
             found.edits.append((fake.actor, found.updated_at))
-        return JSONResponse(j.comment_json(urls, repo, found, fake._user(found.user)))
+        return JSONResponse(comment_data(repo, found))
 
     def issue_reactions(request: Request, data: Any) -> Response:
         repo, issue = issue_of(request)
@@ -230,21 +239,29 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def create_check_run(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
+        app = maker()
+        if app is None:
+            raise HttpError(403, "You must authenticate via a GitHub App.")
         name = require_text(data, "name", "CheckRun") or ""
         head_sha = require_text(data, "head_sha", "CheckRun") or ""
         if not fake.has_commit(repo.full_name, head_sha):
             raise HttpError(422, f"No commit found for SHA: {head_sha}")
-        run = FakeCheckRun(next(fake._ids), name, head_sha)
+        run = FakeCheckRun(next(fake._ids), name, head_sha, app_slug=None if app == fake.app_slug else app)
         apply_check_fields(run, data)
         repo.check_runs[run.id] = run
-        return JSONResponse(j.check_run_json(urls, repo, run, fake._app()), 201)
+        return JSONResponse(j.check_run_json(urls, repo, run, fake._app_of(run)), 201)
 
     def check_run(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
         run = found(repo.check_runs, request.path_params["check_run_id"])
+        app = fake._app_of(run)
         if request.method == "PATCH":
+            if app["slug"] != maker():  # only the App that made a run may change it
+                raise HttpError(
+                    403, f"Invalid app_id `{app['id']}` - only the App that made it may change it."
+                )
             apply_check_fields(run, data or {})
-        return JSONResponse(j.check_run_json(urls, repo, run, fake._app()))
+        return JSONResponse(j.check_run_json(urls, repo, run, app))
 
     def list_check_runs(request: Request, data: Any) -> Response:
         repo = fake._repo(request)

@@ -5,175 +5,141 @@ with network, so they can install. Sharing the host's network would let that cod
 server's loopback services (`/metrics`, a database, an admin port), the private network and the
 cloud's metadata address. Instead setup gets its own network namespace with nothing in it but
 loopback, and this proxy, listening on a Unix socket that is bind-mounted into the sandbox; a
-small forwarder started inside (`FORWARDER`) relays the sandbox's `127.0.0.1:3128` to it, and
+small forwarder started inside relays the sandbox's `127.0.0.1:3128` to it, and
 `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` point there (uv, pip, npm, yarn, go and cargo honour them).
 
-The proxy answers `CONNECT host:port` (https) and absolute-form `GET http://host/...` (plain
-http) for hosts on the operator's list (`PLAN_CASCADE_SETUP_EGRESS`) only. A name must resolve
-to public addresses only (never loopback, link-local, private, multicast or reserved), and the
-proxy connects to the address it checked (a second lookup cannot rebind it). An IP address is
-reached only when the list names that exact address and port (a private index the operator runs).
+The proxy answers `CONNECT host:port` (https) and absolute-form `GET`/`HEAD http://host/...`
+(plain http, without a body, one request per connection, sent with the checked host as `Host`)
+for hosts on the operator's list (`PLAN_CASCADE_SETUP_EGRESS`) only. A name must resolve to
+public addresses only (`bot.workspace.egress_rules`), and the proxy connects to the address it
+checked (a second lookup cannot rebind it). An IP address is reached only when the list names
+that exact address and port (a private index the operator runs).
+
+It runs in the server's process, so it is bounded: at most `MAX_CONNECTIONS` connections per
+setup run at once (more wait in the socket's backlog, outside the server), and a tunnel silent
+both ways for `IDLE_TIMEOUT` seconds is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-import shutil
 import socket
-import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
+
+from bot.workspace.egress_rules import (
+    DEFAULT_SETUP_EGRESS,
+    Entry,
+    Resolver,
+    destination,
+    parse_egress,
+    public,
+    split_host_port,
+    system_resolver,
+)
+
+__all__ = ["DEFAULT_SETUP_EGRESS", "EgressProxy", "Entry", "destination", "parse_egress", "public"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SETUP_EGRESS = (
-    "pypi.org",
-    "files.pythonhosted.org",
-    "registry.npmjs.org",
-    "registry.yarnpkg.com",
-    "proxy.golang.org",
-    "sum.golang.org",
-    "crates.io",
-    "static.crates.io",
-    "index.crates.io",
-)
-"""The public package registries setup may reach by default (https and http on 443 and 80)."""
-PROXY_PORT = 3128
-"""Where the forwarder listens inside setup's own network namespace."""
-DEFAULT_PORTS = (443, 80)
 HEAD_LIMIT = 16_384
 CONNECT_TIMEOUT = 30.0
-Resolver = Callable[[str, int], Awaitable[list[str]]]
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One allowed destination: a host (`*.example.org` for its subdomains), a port or the defaults."""
-
-    host: str
-    port: int | None = None
-
-    def matches(self, host: str, port: int) -> bool:
-        if port not in ((self.port,) if self.port is not None else DEFAULT_PORTS):
-            return False
-        if self.host.startswith("*."):
-            return host.endswith(self.host[1:])
-        return host == self.host
-
-
-def parse_egress(text: str | Sequence[str]) -> tuple[Entry, ...]:
-    """`host`, `host:port`, `*.domain`, `[v6]:port`, comma- or space-separated; ValueError when malformed."""
-    items = text.replace(",", " ").split() if isinstance(text, str) else list(text)
-    entries = []
-    for item in items:
-        host, port = _split_host_port(item.strip(), default=None)
-        if not host or any(c in host for c in "/@?#") or (port is not None and not 0 < port < 65536):
-            raise ValueError(f"{item!r} is not a host, host:port or *.domain")
-        entries.append(Entry(host, port))
-    return tuple(entries)
-
-
-def _split_host_port(target: str, *, default: int | None) -> tuple[str, int | None]:
-    host, port = target, default
-    if target.startswith("["):
-        inner, _, rest = target[1:].partition("]")
-        host = inner
-        if rest.startswith(":"):
-            port = int(rest[1:])
-    elif target.count(":") == 1:
-        host, _, digits = target.partition(":")
-        port = int(digits)
-    return host.lower().rstrip("."), port
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
-
-
-def public(address: str) -> bool:
-    """Whether an address is on the public internet: not loopback, link-local (cloud metadata),
-    private, shared, multicast, reserved or unspecified."""
-    ip = _ip(address.split("%")[0])
-    if ip is None:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
-
-
-async def system_resolver(host: str, port: int) -> list[str]:
-    """Every address `host` resolves to (the system's resolver, off the event loop)."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
-
-
-async def destination(
-    host: str, port: int, allowed: Sequence[Entry], *, resolve: Resolver = system_resolver
-) -> tuple[str | None, str]:
-    """(the address to connect to, "") when setup may reach `host:port`, else (None, why not)."""
-    if not any(e.matches(host, port) for e in allowed):
-        return None, f"{host}:{port} is not on the setup egress list (PLAN_CASCADE_SETUP_EGRESS)"
-    if _ip(host) is not None:
-        return host, ""  # the operator named this very address and port
-    try:
-        addresses = await resolve(host, port)
-    except OSError as exc:
-        return None, f"{host} does not resolve: {exc}"
-    # A name that resolves inward (a registry mirror on the private network, split-horizon DNS)
-    # is reached only at an address the operator listed with this port as well.
-    inward = [a for a in addresses if not public(a) and not any(e.matches(a, port) for e in allowed)]
-    if not addresses or inward:
-        return None, f"{host} resolves to a non-public address ({', '.join(inward) or 'none'})"
-    return addresses[0], ""
+MAX_CONNECTIONS = 32
+"""Connections one setup run's proxy holds at once (uv downloads 50 files at a time by default:
+the rest wait their turn, they are not refused)."""
+IDLE_TIMEOUT = 60.0
+"""Seconds a tunnel may carry nothing either way (like a web server's keep-alive timeout)."""
+BACKLOG = 256
+"""Connections waiting to be accepted: held by the kernel, not the server's descriptors."""
+ACCEPT_BACKOFF = 0.2
 
 
 class EgressProxy:
-    """The proxy of one setup run on a Unix socket; `async with` starts and stops it."""
+    """The proxy of one setup run on a Unix socket; `async with` starts and stops it.
+
+    It holds at most `max_connections` connections at once (two of the server's file descriptors
+    each): further ones wait in the socket's backlog, which costs the server nothing, until one
+    ends. A tunnel that carries nothing either way for `idle_timeout` seconds is closed.
+    """
 
     def __init__(
-        self, socket_path: Path, allowed: Sequence[Entry], *, resolve: Resolver = system_resolver
+        self,
+        socket_path: Path,
+        allowed: Sequence[Entry],
+        *,
+        resolve: Resolver = system_resolver,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         self.socket_path = socket_path
         self.allowed = tuple(allowed)
         self.resolve = resolve
+        self.idle_timeout = idle_timeout
         self.refused: list[str] = []
         """Why each refused request was refused, in order (for logs and tests)."""
-        self._server: asyncio.AbstractServer | None = None
+        self._slots = asyncio.Semaphore(max_connections)
+        self._sock: socket.socket | None = None
+        self._listener: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> EgressProxy:
-        self._server = await asyncio.start_unix_server(self._accept, path=str(self.socket_path))
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(self.socket_path))
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self._listener = asyncio.create_task(self._listen(sock))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._tasks):
+        # Our own tasks, cancelled and awaited here: nothing is left to log a traceback later.
+        tasks = [t for t in (self._listener, *self._tasks) if t is not None]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()  # connections still in the backlog are refused with it
         with contextlib.suppress(OSError):
             self.socket_path.unlink()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+    async def _listen(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._slots.acquire()  # at the cap, nothing is accepted until a connection ends
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError as exc:  # out of descriptors (EMFILE) or a connection already gone
+                self._slots.release()
+                log.warning("setup egress proxy could not accept a connection: %s", exc)
+                await asyncio.sleep(ACCEPT_BACKOFF)
+                continue
+            except BaseException:
+                self._slots.release()
+                raise
+            task = asyncio.create_task(self._connection(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _connection(self, conn: socket.socket) -> None:
+        writer: asyncio.StreamWriter | None = None
         try:
+            reader, writer = await asyncio.open_unix_connection(sock=conn)
             await self._serve(reader, writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, TimeoutError):
             pass
         finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
-            writer.close()
+            if writer is not None:
+                writer.close()
+            else:
+                conn.close()
+            self._slots.release()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT)
@@ -182,15 +148,15 @@ class EgressProxy:
         lines = head.decode("latin-1").split("\r\n")
         method, target, version = [*lines[0].split(" "), "", ""][:3]
         if method == "CONNECT":
-            host, port = _split_host_port(target, default=443)
-            rest = b""
+            host, port = split_host_port(target, default=443)
+            request = b""
         elif target.startswith("http://"):
             authority, _, path = target[len("http://") :].partition("/")
-            host, port = _split_host_port(authority, default=80)
-            kept = [line for line in lines[1:] if line and not _hop_by_hop(line)]
-            rest = "\r\n".join([f"{method} /{path} {version}", *kept, "Connection: close", "", ""]).encode(
-                "latin-1"
-            )
+            host, port = split_host_port(authority, default=80)
+            why = _plain_refusal(method, version, lines[1:])
+            if why:
+                return await _answer(writer, 400, why)
+            request = _plain_request(method, f"/{path}", version, lines[1:], host=host, port=port or 80)
         else:
             return await _answer(writer, 400, "only CONNECT and absolute http:// requests are proxied")
         address, why = await destination(host, port or 0, self.allowed, resolve=self.resolve)
@@ -199,19 +165,70 @@ class EgressProxy:
             log.warning("setup egress refused: %s", why)
             return await _answer(writer, 403, f"Plan Cascade setup egress: {why}")
         up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT)
+        activity = _Activity()
         try:
             if method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                inward = _relay(reader, up_writer, activity)
             else:
-                up_writer.write(rest)
-            await asyncio.gather(_relay(reader, up_writer), _relay(up_reader, writer))
+                up_writer.write(request)
+                inward = _nothing_more(reader)
+            outward = _relay(up_reader, writer, activity)
+            answer_after_eof = method != "CONNECT"
+            await _tunnel(
+                inward, outward, activity=activity, idle=self.idle_timeout, answer_after_eof=answer_after_eof
+            )
         finally:
             up_writer.close()
 
 
-def _hop_by_hop(line: str) -> bool:
-    name = line.split(":", 1)[0].strip().lower()
-    return name in ("connection", "proxy-connection", "proxy-authorization", "keep-alive")
+_DROPPED = {
+    "host",  # the proxy names the host it checked (RFC 9112, 3.2.2), never the client's
+    "connection",
+    "proxy-connection",
+    "proxy-authorization",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "content-length",
+}
+
+
+def _header_name(line: str) -> str:
+    return line.split(":", 1)[0].strip().lower()
+
+
+def _plain_refusal(method: str, version: str, headers: Sequence[str]) -> str:
+    """Why a plain http request is refused ("" when it is not): setup downloads, it never sends.
+
+    A request with a body, or a head the upstream could read differently from us (a bare CR or
+    LF, a folded line), could carry a second request to the upstream past our checks."""
+    if method not in ("GET", "HEAD"):
+        return "only GET and HEAD are proxied for plain http"
+    if version not in ("HTTP/1.0", "HTTP/1.1"):
+        return "only HTTP/1.0 and HTTP/1.1 are proxied"
+    for line in headers:
+        if "\r" in line or "\n" in line or line[:1] in (" ", "\t") or (line and ":" not in line):
+            return "a malformed request head"
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        if name == "transfer-encoding" or (name == "content-length" and value.strip() != "0"):
+            return "a plain http request may not have a body"
+    return ""
+
+
+def _plain_request(
+    method: str, path: str, version: str, headers: Sequence[str], *, host: str, port: int
+) -> bytes:
+    """The request the upstream gets: the client's headers but for the hop-by-hop ones, the
+    checked host as `Host`, one request per connection."""
+    authority = f"[{host}]" if ":" in host else host
+    if port != 80:
+        authority += f":{port}"
+    kept = [line for line in headers if line and _header_name(line) not in _DROPPED]
+    lines = [f"{method} {path} {version}", f"Host: {authority}", *kept, "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1")
 
 
 async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
@@ -225,109 +242,56 @@ async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
     await writer.drain()
 
 
-async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+class _Activity:
+    """When a tunnel last carried data, either way: only silence both ways is idle."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+
+async def _silence(activity: _Activity, idle: float) -> None:
+    """Return once the tunnel has carried nothing for `idle` seconds (one timer per tunnel, not
+    one per read: the relays only note the time)."""
+    while (left := activity.last + idle - time.monotonic()) > 0:  # noqa: ASYNC110 - a moving deadline
+        await asyncio.sleep(left)
+
+
+async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, activity: _Activity) -> None:
     try:
         while data := await reader.read(65_536):
+            activity.last = time.monotonic()
             writer.write(data)
-            await writer.drain()
+            await writer.drain()  # a reader that stops reading makes the tunnel go silent
     finally:
         with contextlib.suppress(OSError):
             if writer.can_write_eof():
                 writer.write_eof()
 
 
-def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
-    """The variables that send setup's package managers through the forwarder."""
-    url = f"http://127.0.0.1:{port}"
-    names = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "npm_config_proxy", "npm_config_https_proxy")
-    env = {name: url for name in names}
-    env.update({name.lower(): url for name in names[:3]})
-    env.update(CARGO_HTTP_PROXY=url, NO_PROXY="", no_proxy="")
-    return env
+async def _nothing_more(reader: asyncio.StreamReader) -> None:
+    """After a plain http request, the client's side: it may close, but whatever else it sends
+    (a second request on the connection, for a host the proxy never checked) is never passed on."""
+    await reader.read(1)
 
 
-FORWARDER = """\
-import os, socket, sys, threading
-path, port = sys.argv[1], int(sys.argv[2])
-server = socket.socket()
-server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-server.bind(("127.0.0.1", port))
-server.listen(64)
-if os.fork():
-    os._exit(0)
-os.setsid()
-null = os.open(os.devnull, os.O_RDWR)
-for fd in (0, 1, 2):
-    os.dup2(null, fd)
-
-
-def pipe(src, dst):
+async def _tunnel(
+    inward: Awaitable[None],
+    outward: Awaitable[None],
+    *,
+    activity: _Activity,
+    idle: float,
+    answer_after_eof: bool,
+) -> None:
+    """Both directions of a connection. It ends when the upstream's side ends (all of it was
+    passed on), when it carried nothing either way for `idle` seconds, and when the client's
+    side ends, unless the client still waits for the answer to its request (plain http)."""
+    up, down = asyncio.ensure_future(inward), asyncio.ensure_future(outward)
+    quiet = asyncio.ensure_future(_silence(activity, idle))
     try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    try:
-        dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-
-
-def serve(client):
-    upstream = socket.socket(socket.AF_UNIX)
-    try:
-        upstream.connect(path)
-    except OSError:
-        client.close()
-        return
-    other = threading.Thread(target=pipe, args=(client, upstream), daemon=True)
-    other.start()
-    pipe(upstream, client)
-    other.join()
-    client.close()
-    upstream.close()
-
-
-while True:
-    client, _ = server.accept()
-    threading.Thread(target=serve, args=(client,), daemon=True).start()
-"""
-"""Runs inside setup's sandbox (python3 from its PATH): listens on the sandbox's 127.0.0.1, relays
-each connection to the proxy's socket; it returns once listening and serves in the background."""
-
-
-def forwarder_command(folder: Path, port: int = PROXY_PORT) -> str:
-    """The shell line that starts the forwarder (written into `folder`) before setup's commands."""
-    script = folder / "forward.py"
-    script.write_text(FORWARDER)
-    return (
-        f"python3 {script} {folder / 'proxy.sock'} {port} || "
-        "{ echo 'Plan Cascade: cannot start the setup egress forwarder (python3 on PATH?)' >&2; exit 97; }\n"
-    )
-
-
-@dataclass
-class EgressRoute:
-    """What one confined setup run needs to go out through the proxy."""
-
-    folder: Path
-    """Holds the proxy's socket and the forwarder: bind it read-only into the sandbox."""
-    prelude: str
-    """The shell line to run before setup's commands (starts the forwarder)."""
-    env: dict[str, str] = field(default_factory=proxy_env)
-    proxy: EgressProxy | None = None
-
-
-@contextlib.asynccontextmanager
-async def egress_route(allowed: Sequence[str] | None) -> AsyncIterator[EgressRoute]:
-    """A proxy for one setup run, to the hosts `allowed` (None: `DEFAULT_SETUP_EGRESS`)."""
-    entries = parse_egress(DEFAULT_SETUP_EGRESS if allowed is None else allowed)
-    folder = Path(tempfile.mkdtemp(prefix="plan-cascade-egress-"))
-    try:
-        async with EgressProxy(folder / "proxy.sock", entries) as proxy:
-            yield EgressRoute(folder, forwarder_command(folder), proxy=proxy)
+        await asyncio.wait({up, down, quiet}, return_when=asyncio.FIRST_COMPLETED)
+        if answer_after_eof and up.done() and not down.done() and not quiet.done() and up.exception() is None:
+            await asyncio.wait({down, quiet}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        for task in (up, down, quiet):
+            task.cancel()
+        await asyncio.gather(up, down, quiet, return_exceptions=True)

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import WorkspaceError
+from bot.workspace.removal import remove_tree
 
 SCRATCH_DIR = "sandbox-git"
 """Under the data dir: `<data>/sandbox-git/<mirror>/<worktree id>`, one private repository each."""
@@ -51,7 +51,6 @@ the bot's git recorded in the index, and with the default check every `git statu
 every file again to compare it."""
 _SHA = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?")
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def scratch_for(*, root: Path, mirror: Path, admin_id: str) -> Path:
@@ -191,37 +190,4 @@ def remove_scratch(path: Path) -> None:
     """Delete a private copy, whatever a sandbox left in it: symlinks are removed, never
     followed, and directories it made unwritable are opened up first (for a bot that is not root).
     Its sandboxes are gone by then (each dies with its command), so nothing changes it meanwhile."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(mode):
-        os.unlink(path)  # a symlink (or a file) in its place
-        return
-    parent = os.open(path.parent, _DIRECTORY)
-    try:
-        _remove_folder(parent, path.name)
-    finally:
-        os.close(parent)
-
-
-def _remove_folder(parent: int, name: str) -> None:
-    """Remove the directory `name` of the open directory `parent`, and all it holds."""
-    try:
-        fd = os.open(name, _DIRECTORY, dir_fd=parent)
-    except PermissionError:  # made unreadable inside: a directory (never a symlink, see callers)
-        os.chmod(name, stat.S_IRWXU, dir_fd=parent)
-        fd = os.open(name, _DIRECTORY, dir_fd=parent)
-    try:
-        if os.fstat(fd).st_mode & stat.S_IRWXU != stat.S_IRWXU:
-            os.chmod(fd, stat.S_IRWXU)
-        with os.scandir(fd) as listed:
-            entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listed]
-        for entry, folder in entries:
-            if folder:
-                _remove_folder(fd, entry)
-            else:
-                os.unlink(entry, dir_fd=fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent)
+    remove_tree(path)

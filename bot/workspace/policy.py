@@ -14,12 +14,13 @@ with their list (fed back to the agent) and the story when attempts run out.
 
 from __future__ import annotations
 
+import asyncio
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from bot.config.globs import is_denied
+from bot.workspace.removal import remove_tree
 from bot.workspace.worktree import Worktree, git_file
 
 
@@ -89,20 +90,15 @@ async def revert(wt: Worktree, problems: Sequence[str]) -> None:
     for problem in problems:
         name = problem.split(" (", 1)[0]
         if name == ".git":
-            if link.is_dir() and not link.is_symlink():
-                shutil.rmtree(link)
-            else:
-                link.unlink(missing_ok=True)
+            await asyncio.to_thread(remove_tree, link)
             link.write_text(git_file(wt.admin))
             continue
         tracked = await wt.git("ls-files", "--error-unmatch", "--", name, check=False)
         full = wt.path / name
         if tracked.returncode == 0:
             await wt.git("checkout", "HEAD", "--", name)
-        elif full.is_dir() and not full.is_symlink():
-            shutil.rmtree(full)
-        else:
-            full.unlink(missing_ok=True)
+        else:  # a folder the agent made may be unreadable, or deep: removed off the event loop
+            await asyncio.to_thread(remove_tree, full)
 
 
 def violation_feedback(problems: Sequence[str]) -> str:

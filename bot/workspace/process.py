@@ -5,8 +5,9 @@ timeout, on cancellation, and after the command exits (background children left 
 are orphans), the whole group is killed with ``SIGKILL`` and the leader reaped.
 
 A :class:`~bot.workspace.sandbox.Confinement` says how: inside bubblewrap (its own namespaces,
-nothing of the server visible; see `bot.workspace.sandbox`) or not, and where the process group
-is recorded so a bot killed with SIGKILL can kill it at its next start.
+nothing of the server visible, the operator's resource limits set before anything runs; see
+`bot.workspace.sandbox` and `bot.workspace.limits`) or not, and where the process group is
+recorded so a bot killed with SIGKILL can kill it at its next start.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from bot.workspace.cgroups import Group
+from bot.workspace.limits import LimitGate
 
 if TYPE_CHECKING:
     from bot.workspace.sandbox import Confinement
@@ -200,9 +204,12 @@ async def run_process(
     if output_limit < 0:
         raise ValueError("output_limit must be >= 0")
     argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
+    limits = confinement.limits if confinement is not None and confinement.confined else None
+    gate = LimitGate() if limits is not None and limits.any else None
     if confinement is not None and confinement.confined:
         # Finding the tool directories to show reads every PATH entry (~5 ms): not on the loop.
-        argv = await asyncio.to_thread(confinement.argv, argv, cwd=cwd, env=env)
+        handshake = gate.child_fds if gate is not None else None
+        argv = await asyncio.to_thread(confinement.argv, argv, cwd=cwd, env=env, gate=handshake)
     registry = confinement.registry if confinement is not None else None
     capture = _Capture(output_limit)
     started = time.monotonic()
@@ -216,6 +223,7 @@ async def run_process(
             stdout=write_fd,
             stderr=write_fd,
             start_new_session=True,
+            pass_fds=gate.child_fds if gate is not None else (),
         )
     )
     try:
@@ -227,21 +235,32 @@ async def run_process(
             started_proc = await spawn
         except BaseException:
             out.close()
+            if gate is not None:
+                gate.close()
             raise
         await kill_process_group(started_proc)
         out.close()
+        if gate is not None:
+            gate.close()
         raise
     except BaseException:
         out.close()
+        if gate is not None:
+            gate.close()
         raise
     finally:
         os.close(write_fd)
+        if gate is not None:
+            gate.started()
     if registry is not None:
         registry.record(proc.pid)
     pump = asyncio.ensure_future(_pump(reader, capture))
     timed_out = False
+    group: Group | None = None
     try:
         async with asyncio.timeout(timeout):
+            if gate is not None and limits is not None:  # nothing runs until its limits are set
+                group = await gate.release(limits)
             await proc.wait()
             # Children left in the background keep the pipe open: give them a moment, then kill.
             await asyncio.wait({pump}, timeout=EXIT_GRACE_S)
@@ -249,6 +268,10 @@ async def run_process(
         timed_out = True
     finally:
         await _finish(proc, pump, out)
+        if gate is not None:
+            gate.close()  # after the kill: a sandbox still waiting to be released dies unreleased
+        if group is not None:
+            await asyncio.to_thread(group.remove)  # whatever is left inside, killed; the cgroup gone
         if registry is not None:
             registry.forget(proc.pid)
     output, truncated = capture.result()

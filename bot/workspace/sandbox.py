@@ -14,7 +14,9 @@ process runs under bubblewrap with:
   tags and the worktree's HEAD and index read-write (see `bot.workspace.gitview`), made again for
   each confinement: async code asks for one through `asyncio.to_thread`, never on the event loop;
 - nothing else: not the rest of the data dir, the App's key, other mirrors, other worktrees, the
-  server's HOME or working directory.
+  server's HOME or working directory;
+- the operator's resource limits (`bot.workspace.limits`): processes, open files, memory and the
+  size of its /tmp, set on its first process before it runs anything (`--block-fd`).
 
 The environment is given to bubblewrap itself (never as arguments, which `/proc` shows).
 """
@@ -33,6 +35,7 @@ from typing import Literal
 
 from bot.errors import WorkspaceError
 from bot.workspace.gitview import GitView
+from bot.workspace.limits import Limits, describe
 from bot.workspace.reaper import ProcessRegistry
 
 SandboxMode = Literal["required", "auto", "off"]
@@ -73,7 +76,17 @@ def _namespaces(*, network: bool) -> list[str]:
     return [*args, "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"]
 
 
-def _system_mounts() -> list[str]:
+@functools.cache
+def bwrap_sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bubblewrap can size a tmpfs (`--size`, bubblewrap 0.7 and later)."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=20, check=False, env={})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--size" in done.stdout + done.stderr
+
+
+def _system_mounts(*, tmp_size: int = 0) -> list[str]:
     args: list[str] = []
     for path in SYSTEM_DIRS:
         args += ["--ro-bind-try", path, path]
@@ -82,7 +95,8 @@ def _system_mounts() -> list[str]:
             args += ["--tmpfs", path]
         elif Path(path).exists():
             args += ["--ro-bind", "/dev/null", path]
-    return [*args, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]  # noqa: S108
+    size = ["--size", str(tmp_size)] if tmp_size else []  # /tmp is memory: it counts as such
+    return [*args, "--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]  # noqa: S108
 
 
 def _runtime_of(directory: Path) -> list[Path]:
@@ -133,12 +147,23 @@ class Confinement:
     """More read-write directories (a repository's package caches, for setup only)."""
     git: GitView | None = None
     """The worktree's git as the process sees it (None: no git, e.g. a directory that is no worktree)."""
+    limits: Limits | None = None
+    """What the process may use of the host (None: unconfined, nothing is limited)."""
 
-    def argv(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> list[str]:
-        """`argv` wrapped in bubblewrap (unchanged when not confined)."""
+    def argv(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], gate: tuple[int, int] | None = None
+    ) -> list[str]:
+        """`argv` wrapped in bubblewrap (unchanged when not confined). `gate`: the (info, block)
+        descriptors of a `bot.workspace.limits.LimitGate`, which sets the limits before it runs."""
         if not self.confined:
             return list(argv)
-        args = [shutil.which(self.bwrap) or self.bwrap, *_namespaces(network=self.network), *_system_mounts()]
+        program = shutil.which(self.bwrap) or self.bwrap
+        memory = self.limits.memory if self.limits is not None else 0
+        tmp_size = memory if memory and bwrap_sizes_tmpfs(program) else 0
+        args = [program, *_namespaces(network=self.network)]
+        if gate is not None:
+            args += ["--info-fd", str(gate[0]), "--block-fd", str(gate[1])]
+        args += _system_mounts(tmp_size=tmp_size)
         tools = self._tool_dirs(env)
         for directory in tools:
             args += ["--ro-bind", str(directory), str(directory)]
@@ -202,11 +227,19 @@ class Sandbox:
     """Variables handed to setup commands (`PLAN_CASCADE_SETUP_ENV`, e.g. a private package index)."""
     setup_egress: tuple[str, ...] | None = None
     """Where confined setup may connect, through the bot's proxy (`PLAN_CASCADE_SETUP_EGRESS`);
-    None: the public registries (`bot.workspace.egress.DEFAULT_SETUP_EGRESS`)."""
+    None: the public registries (`bot.workspace.egress_rules.DEFAULT_SETUP_EGRESS`)."""
+    limits: Limits = field(default_factory=Limits)
+    """What each confined process may use of the host (`PLAN_CASCADE_SANDBOX_PROCESSES`,
+    `_OPEN_FILES`, `_MEMORY_MB`, `_CGROUP`)."""
 
     def problem(self) -> str | None:
         """Why bubblewrap cannot confine processes here (None when it can)."""
         return bwrap_problem(self.bwrap)
+
+    def limit_notes(self) -> tuple[str, list[str]]:
+        """What confined processes may use of the host, in words, and what is not limited."""
+        program = shutil.which(self.bwrap) or self.bwrap
+        return describe(self.limits, tmp_sized=bwrap_sizes_tmpfs(program), root=os.geteuid() == 0)
 
     def effective(self, repo_setting: str = "auto") -> SandboxMode:
         """The operator's floor, tightened (never loosened) by the repository's `agent.sandbox`."""
@@ -257,4 +290,5 @@ class Sandbox:
             registry=self.registry,
             writable=tuple(writable),
             git=git if confined else None,
+            limits=self.limits if confined else None,
         )

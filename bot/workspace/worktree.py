@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from bot.errors import WorkspaceError
 from bot.workspace.git import GitResult, run_git
 from bot.workspace.gitview import GitView, remove_scratch, scratch_for
 from bot.workspace.mirror import Mirror, read_ref
+from bot.workspace.removal import remove_tree
 
 
 def admin_dir(mirror: Mirror, path: Path) -> Path | None:
@@ -165,7 +165,10 @@ async def _branch_exists(mirror: Mirror, branch: str) -> bool:
 
 
 async def remove_worktree(wt: Worktree) -> None:
-    """Remove the worktree and its registration; idempotent, fine if the dir is already gone."""
+    """Remove the worktree and its registration; idempotent, fine if the dir is already gone.
+
+    Whatever its processes left in it (folders made unreadable, trees thousands of levels deep)
+    goes too, off the event loop; OSError when the file system refuses."""
     async with wt.mirror.worktree_lock:
         await _remove_locked(wt)
 
@@ -178,8 +181,8 @@ async def _remove_locked(wt: Worktree) -> None:
             await asyncio.to_thread(remove_scratch, _view(wt.mirror, admin).scratch)
     if wt.mirror.exists():
         removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
-    if wt.path.exists():
-        shutil.rmtree(wt.path)
+    # What git left (a folder it could not read, a tree too deep): ours to remove (no-op if gone).
+    await asyncio.to_thread(remove_tree, wt.path)
     if wt.mirror.exists() and (removed is None or removed.returncode != 0):
         await wt.mirror.git("worktree", "prune")  # the folder was gone or locked: drop its registration
 

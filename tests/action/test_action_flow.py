@@ -112,6 +112,26 @@ def test_merged_batch_prs_complete_the_plan(world: ActionWorld) -> None:
     assert len(world.fake.comments(REPO, 1)) == before
 
 
+def test_a_squash_merge_restacks_the_next_batch_in_the_action(world: ActionWorld) -> None:
+    """The Action answers the merge the same way as the App: retarget, rebuild on main."""
+    assert run(world, world.env("issues", labeled_event(world))) == 0
+    assert run(world, world.env("issue_comment", comment_event(world, "/plan-cascade approve"))) == 0
+    world.fake.repo(REPO).delete_branch_on_merge = True
+    first, second = sorted(world.fake.repo(REPO).pulls)
+    world.fake.merge_pull(REPO, first, method="squash")
+    assert run(world, world.env("pull_request", pr_closed_event(world, first))) == 0
+    pulls = world.fake.repo(REPO).pulls
+    assert pulls[second].base_ref == "main"
+    shown = git("diff", "--name-only", "main...plan-cascade/1/batch-2", cwd=world.remote).split()
+    assert shown == ["story-003.txt"]
+    world.fake.merge_pull(REPO, second, method="squash")
+    assert run(world, world.env("pull_request", pr_closed_event(world, second))) == 0
+    _, state = plan(world)
+    assert all(b.merged for b in state.batches) and state.summary_posted
+    files = git("ls-tree", "--name-only", "main", cwd=world.remote).split()
+    assert {"story-001.txt", "story-002.txt", "story-003.txt"} <= set(files)
+
+
 def test_config_path_input_moves_the_repo_config(world: ActionWorld) -> None:
     text = world.fake.repo(REPO).files["main"].pop(".github/plan-cascade.yml")
     world.fake.set_file(REPO, "ci/cascade.yml", text.replace("trigger_label", "x"))

@@ -11,6 +11,7 @@ import pytest
 
 from bot.plan.state import PlanStatus
 from bot.testing.deliveries import encode, signed_headers
+from bot.testing.fake_github_model import now_iso
 from tests.e2e.world import PRD, REPO, World, payload
 from tests.execution_support import git, remote_branches
 
@@ -92,6 +93,7 @@ def test_unhappy_paths(world: World) -> None:
             "body": "/plan-cascade approve",
             "author_association": "COLLABORATOR",
             "user": {"login": "reader", "type": "User"},
+            "created_at": now_iso(),  # GitHub stamps every comment; a command with no time is read back
         },
         sender={"login": "reader", "type": "User"},
     )

@@ -62,7 +62,11 @@ def test_a_three_batch_stack_squash_merged_batch_by_batch_lands_whole(world: Wor
     numbers = [b.pr_number for b in state.batches]
     assert len(numbers) == 3 and all(numbers)
     pulls = fake.repo(REPO).pulls
-    assert [pulls[n].base_ref for n in numbers] == ["main", "plan-cascade/1/batch-1", "plan-cascade/1/batch-2"]
+    assert [pulls[n].base_ref for n in numbers] == [
+        "main",
+        "plan-cascade/1/batch-1",
+        "plan-cascade/1/batch-2",
+    ]
 
     for k, number in enumerate(numbers, start=1):
         _deliver_events(world)
@@ -74,8 +78,8 @@ def test_a_three_batch_stack_squash_merged_batch_by_batch_lands_whole(world: Wor
             plan = world.plan()[1]
             if not plan.batches[k - 1].merged:
                 return False
-            if k == len(numbers):
-                return plan.summary_posted
+            if k == len(numbers):  # the summary is saved as posted, then posted
+                return plan.summary_posted and any("Plan completed" in c.body for c in fake.comments(REPO, 1))
             following = plan.batches[k]
             branch = f"plan-cascade/1/batch-{k + 1}"
             return (

@@ -203,6 +203,79 @@ async def test_signing_out_needs_the_csrf_token_and_ends_the_session(site) -> No
     assert (await client.get("/status")).status_code == 401
 
 
+GITHUB_TOKEN = "ghs_" + "Zq8Xw3Rt6Yu1Io4Pa7Sd0Fg2Hj5Kl9" * 2
+"""An installation token as a job's error may carry it (a git URL, a header in a traceback)."""
+
+
+async def test_job_errors_are_redacted_on_the_page_and_in_the_json(tmp_path: Path) -> None:
+    runtime, app = await _app(tmp_path, PLAN_CASCADE_STATUS_TOKEN=TOKEN)
+    url = f"https://x-access-token:{GITHUB_TOKEN}@github.com/octo-org/shop.git"
+    async with runtime.db.write() as session:
+        for row in (
+            # a dead job's error, and its delivery's (the intake's failed deliveries show it too)
+            job(id=6, status="dead", attempts=5, last_error=f"git push {url} failed", delivery_id="d-2"),
+            # a long error whose shown tail (600 characters) would begin inside the token
+            job(id=7, status="queued", attempts=1, last_error=f"fetch {GITHUB_TOKEN}" + "." * 590),
+        ):
+            session.add(Job(**{c.name: getattr(row, c.name) for c in Job.__table__.columns}))
+        d = delivery("d-2")
+        session.add(Delivery(**{c.name: getattr(d, c.name) for c in Delivery.__table__.columns}))
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    async with asgi_client(app) as client:
+        data = (await client.get("/status.json", headers=bearer)).json()
+        assert {j["id"] for j in data["work"]["dead"]} == {5, 6} and data["work"]["retrying"][0]["id"] == 7
+        assert "d-2" in {d["id"] for d in data["intake"]["failed"]}
+        for answer in (
+            await client.get("/status.json", headers=bearer),
+            await client.get("/status", headers=bearer),
+        ):
+            assert answer.status_code == 200
+            assert GITHUB_TOKEN[-12:] not in answer.text and GITHUB_TOKEN[4:16] not in answer.text
+            assert "git push https://***@github.com/octo-org/shop.git failed" in answer.text
+    await runtime.db.dispose()
+
+
+async def _sign_out(client: Any) -> None:
+    page = (await client.get("/status")).text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)  # type: ignore[union-attr]
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    assert (await client.post("/status/logout", content=f"csrf={csrf}", headers=form)).status_code == 303
+
+
+async def test_signing_out_ends_the_session_for_a_stolen_copy_of_the_cookie(site) -> None:
+    client, runtime = site
+    await _sign_in(client)
+    stolen = client.cookies[COOKIE]  # copied off the browser (a shared machine, a backup, malware)
+    other_runtime, app = await _app_sharing(runtime)
+    async with asgi_client(app) as thief:
+        thief.cookies.set(COOKIE, stolen)
+        assert (await thief.get("/status")).status_code == 200
+        await _sign_out(client)
+        assert (await client.get("/status")).status_code == 401
+        for path in ("/status", "/status.json", "/status/plans/octo-org/shop/12"):
+            answer = await thief.get(path)
+            assert answer.status_code == 401 and SECRET_TITLE not in answer.text, path
+    await other_runtime.db.dispose()
+
+
+async def test_a_session_works_in_every_process_and_ends_in_every_process(site) -> None:
+    client, runtime = site
+    await _sign_in(client)
+    other_runtime, other = await _app_sharing(runtime)  # a second `serve` on the same database
+    async with asgi_client(other) as second:
+        second.cookies.set(COOKIE, client.cookies[COOKIE])
+        assert (await second.get("/status")).status_code == 200
+        await _sign_out(second)
+        assert (await client.get("/status")).status_code == 401
+    await other_runtime.db.dispose()
+
+
+async def _app_sharing(runtime: Any) -> tuple[Any, Any]:
+    """Another server process over the same settings and database."""
+    other = build_runtime(runtime.settings)
+    return other, create_app(other.settings, runtime=other, start_workers=False, migrate=False)
+
+
 async def test_the_sign_in_form_returns_only_to_pages_of_the_status_site(site) -> None:
     client, _ = site
     form = {"content-type": "application/x-www-form-urlencoded"}

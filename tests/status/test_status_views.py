@@ -216,20 +216,25 @@ def test_a_rate_limit_gate_keeps_the_quota_and_pauses_github_reported() -> None:
 def test_sessions_expire_resist_tampering_and_bind_their_csrf_token() -> None:
     clock = [1_000_000.0]
     access = Access("a-long-status-token-0123", clock=lambda: clock[0])
-    session = access.new_session()
-    assert access.session_ok(session) and not access.session_ok(session + "0")
-    issued, mac = session.split(".")
-    assert not access.session_ok(f"{int(issued) + 1}.{mac}")
-    assert not access.session_ok("a-long-status-token-0123")
+    session, sid = access.new_session()
+    assert access.session_id(session) == sid and access.session_id(session + "0") is None
+    issued, _, mac = session.split(".")
+    assert access.session_id(f"{int(issued) + 1}.{sid}.{mac}") is None
+    assert access.session_id(f"{issued}.{sid[:-1]}x.{mac}") is None  # another session's id
+    assert access.session_id("a-long-status-token-0123") is None
+    assert (
+        access.session_id(Access("another-long-token-456", clock=lambda: clock[0]).new_session()[0]) is None
+    )
+    assert access.new_session()[1] != sid
     assert access.csrf_ok(session, access.csrf_for(session))
-    assert not access.csrf_ok(access.new_session() + "x", access.csrf_for(session))
+    assert not access.csrf_ok(access.new_session()[0] + "x", access.csrf_for(session))
     assert not access.csrf_ok(None, access.csrf_for(""))
     assert access.bearer_ok("Bearer a-long-status-token-0123") and access.bearer_ok(
         "bearer  a-long-status-token-0123"
     )
     assert not access.bearer_ok("Basic a-long-status-token-0123") and not access.bearer_ok(None)
     clock[0] += 8 * 24 * 3600
-    assert not access.session_ok(session), "a week-old session is over"
+    assert access.session_id(session) is None, "a week-old session is over"
     assert "Secure" in cookie_header("v", secure=True) and "Secure" not in cookie_header("v", secure=False)
     assert safe_next("/status/plans/a/b/1") == "/status/plans/a/b/1"
     for bad in ("https://evil.example", "//evil.example", "/status//evil", "/webhook", None):
