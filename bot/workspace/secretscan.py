@@ -70,7 +70,7 @@ KEYWORD_RULE = "Secret Keyword"
 MIN_KEYWORD_VALUE = 16
 """Shorter values assigned to secret-sounding names are not reported (`password = "hunter2"`)."""
 WINDOW = 4096
-"""Long lines (minified code) are scanned in windows of this many characters, overlapping."""
+"""Long lines (minified code) go to the keyword rules in windows of this many characters, overlapping."""
 _OVERLAP = 512
 _MIN_NEEDLE = 16
 """A line of a multi-line server secret counts when it is at least this long (a PEM body line)."""
@@ -261,15 +261,17 @@ class _Active:
 
 
 def _rule_hits(path: str, text: str, rules: _Active) -> Iterable[tuple[str, str]]:
-    for window in _windows(text):
-        for plugin in rules.providers:
-            for value in plugin.analyze_string(window):
-                if _kept(plugin.secret_type, value, window):
-                    yield plugin.secret_type, value
-        for rule, pattern in rules.own:
-            for match in pattern.finditer(window):
-                if _kept(rule, match.group(0), window):
-                    yield rule, match.group(0)
+    for plugin in rules.providers:  # patterns of bounded shape: linear, whatever the line's length
+        for value in plugin.analyze_string(text):
+            if _kept(plugin.secret_type, value, text):
+                yield plugin.secret_type, value
+    for rule, pattern in rules.own:
+        for match in pattern.finditer(text):
+            if _kept(rule, match.group(0), text):
+                yield rule, match.group(0)
+    if not (rules.tokens or rules.keywords):
+        return
+    for window in _windows(text):  # the keyword patterns backtrack: long lines go in windows
         values: list[str] = [m.group(1) for m in _TOKEN_ASSIGNMENT.finditer(window)] if rules.tokens else []
         if rules.keywords and _KEYWORDS.search(window):
             values += _KEYWORD.analyze_string(window, denylist_regex_to_group=_keyword_regexes(path))

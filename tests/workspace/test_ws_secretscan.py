@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import secrets
 
 import pytest
@@ -145,3 +147,15 @@ def test_added_lines_carry_their_file_and_line_number() -> None:
         ("src/app.py", 12, "new twelve"),
         ('café "x".txt', 1, "first"),
     ]
+
+
+def test_a_long_token_across_any_window_edge_is_found() -> None:
+    def part(data: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    head, body = part({"alg": "HS256", "typ": "JWT"}), part({"sub": "x" * 900})
+    jwt = f"{head}.{body}.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV"
+    assert len(jwt) > 1000
+    for start in (3500, 3900, 4090):
+        line = "x" * start + f' t="{jwt}" '
+        assert "JSON Web Token" in rules(line, path="dist/app.min.js"), start
