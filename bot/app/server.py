@@ -82,6 +82,11 @@ def build_runtime(settings: Settings, *, services: Services | None = None) -> Ru
     return runtime
 
 
+SETTLE_SECONDS = 10.0
+"""At shutdown, how long writes nobody awaits (a plan comment's signature, progress) may still go;
+a plan comment left unsigned is still the plan (its database row), signed by the next write."""
+
+
 def prepare_sandbox(services: Services) -> None:
     """Before any job runs: kill what a crashed predecessor left running (never what a live bot
     process on this host runs: see `bot.workspace.reaper`), say how code is confined."""
@@ -149,6 +154,9 @@ def create_app(
             rt.wake.set()
             if tasks:
                 await asyncio.wait(tasks, timeout=30)
+            throttles = rt.services.extras.get("throttles")
+            if throttles is not None:  # 👀, signatures and progress edits still queued: a last chance
+                await throttles.settle(SETTLE_SECONDS)
             shared = rt.services.extras.get("shared_github_transport")
             if shared is not None:
                 await shared.shutdown()

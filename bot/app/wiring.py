@@ -100,7 +100,8 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     interval = settings.github_write_interval
     throttles = ThrottleRegistry(
         services.extras.get("throttle_factory")
-        or (lambda: Throttle(per_minute=80, per_hour=500, min_interval=interval))
+        or (lambda: Throttle(per_minute=80, per_hour=500, min_interval=interval)),
+        metrics=services.metrics,
     )
     gates = GateRegistry(
         lambda key: RateLimitGate(f"installation {key}", metrics=services.metrics),

@@ -59,6 +59,20 @@ class GitHubPort(Protocol):
 
     async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment: ...
 
+    async def update_issue_comment_later(self, repo: str, comment_id: int, *, body: str) -> None:
+        """Edit a comment when the installation's write queue has room, without waiting for it
+        (a newer edit of the same comment queued meanwhile replaces it)."""
+        ...
+
+    async def acknowledge(self, repo: str, issue: int, *, comment_id: int | None = None) -> None:
+        """👀 on the issue (or on its comment `comment_id`), without waiting for it; dropped when
+        the answer on the issue goes first. Never raises for GitHub's refusal."""
+        ...
+
+    async def ready_to_write(self) -> None:
+        """Raise Throttled when an answer could not be written within the task's patience."""
+        ...
+
     # Reactions
     async def add_issue_reaction(self, repo: str, number: int, content: str) -> Reaction: ...
 

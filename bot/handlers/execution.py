@@ -112,6 +112,9 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
     async def save_comment(new: PlanState) -> PlanState:
         return (await save_plan(session, new, comment_id=comment_id)).state
 
+    async def save_progress(new: PlanState) -> PlanState:
+        return (await save_plan(session, new, comment_id=comment_id, progress=True)).state
+
     llm_for = services.llm_for
 
     def llm_factory() -> Any:
@@ -137,7 +140,12 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         transcripts=data / "transcripts" / slug / str(session.issue),
         agents=AgentRegistry(llm_factory if llm_for is not None else None, config.agent.commands),
         reporter=GitHubReporter(
-            session.port, session.repo, session.issue, save_comment=save_comment, bot_login=session.bot_login
+            session.port,
+            session.repo,
+            session.issue,
+            save_comment=save_comment,
+            save_progress=save_progress,
+            bot_login=session.bot_login,
         ),
         publisher=GitHubPublisher(
             session.port, session.repo, plan_url=comment_url or "", bot_login=session.bot_login
@@ -155,7 +163,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
     )
 
 
-@kinds.register(EXECUTE_JOB)
+@kinds.register(EXECUTE_JOB, holds_worker=True)
 async def run_execute_job(job: ClaimedJob, services: Services) -> None:
     """Run (or resume) an approved plan."""
     data = job.payload

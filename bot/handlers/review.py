@@ -142,7 +142,7 @@ async def on_review_submitted(event: Event, services: Services) -> None:
     )
 
 
-@kinds.register(FIX_JOB)
+@kinds.register(FIX_JOB, holds_worker=True)
 async def run_fix_job(job: ClaimedJob, services: Services) -> None:
     """The review phase on a batch branch: agent, gates, commit, push, reply."""
     data = job.payload

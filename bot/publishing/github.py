@@ -44,7 +44,11 @@ SaveComment = Callable[[PlanState], Awaitable[PlanState]]
 
 
 class GitHubReporter:
-    """Saves state to the plan comment (progress at most every `interval` s) and the cache."""
+    """Saves state to the plan comment (progress at most every `interval` s) and the cache.
+
+    Progress goes through `save_progress` (default `save_comment`): the server's does not wait for
+    the comment's edit, which goes last in the installation's write queue, a newer one replacing it.
+    """
 
     def __init__(
         self,
@@ -53,6 +57,7 @@ class GitHubReporter:
         issue: int,
         *,
         save_comment: SaveComment,
+        save_progress: SaveComment | None = None,
         interval: float = 5.0,
         details_url: str | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -63,6 +68,7 @@ class GitHubReporter:
         self.repo = repo
         self.issue = issue
         self.save_comment = save_comment
+        self.save_progress = save_progress or save_comment
         self.interval = interval
         self.details_url = details_url
         self.clock = clock
@@ -80,7 +86,7 @@ class GitHubReporter:
         if important or now - self._last >= self.interval:
             self._last = now
             self._dirty = None
-            return await self.save_comment(state)
+            return await (self.save_comment if important else self.save_progress)(state)
         self._dirty = state
         return None
 

@@ -60,6 +60,8 @@ class LoadedPlan:
     reactions_etag: str | None = None
     parts: dict[int, str] = field(default_factory=dict)
     """Continuation comment id → body last read or written, for a state too big for one comment."""
+    pending: bool = False
+    """The comment does not hold its signed state yet (read from the bot's database row)."""
 
 
 def require_identity(bot_login: str | None) -> str:
@@ -109,8 +111,15 @@ class PlanStore:
             comment = await self._newest_plan_comment(port, repo, issue, bot, comments)
         if comment is None:
             return None
-        if PENDING_BLOCK in (comment.body or "") and (record is None or record.plan_comment_id != comment.id):
-            return None  # a new plan comment, its state not written into it yet
+        if PENDING_BLOCK in (comment.body or ""):
+            if record is None or record.plan_comment_id != comment.id:
+                return None  # a new plan comment, its state not written into it yet
+            if comment.updated_at == comment.created_at:
+                # The bot's own new plan comment, named by the bot's own row and never edited,
+                # its signed state not written yet (that edit waits its turn): the row is the plan
+                # meanwhile. An edited one (someone put the marker back) is judged as any other.
+                state = PlanState.model_validate(record.state)
+                return LoadedPlan(state, comment.id, record.reactions_etag, pending=True)
         believed: tuple[PlanState, dict[int, str]] | str | None
         believed = await self.believe(port, repo, issue, comment, bot_login=bot, cached=record)
         if not isinstance(believed, str) and record is not None and record.version > believed[0].version:
