@@ -18,7 +18,7 @@ from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue
 from bot.github.port import GitHubPort
 from bot.rendering import messages
-from bot.store.permissions import PermissionCache, Verdict, may_act, may_start
+from bot.store.permissions import WRITE_ROLES, PermissionCache, Verdict, may_act, may_start
 from bot.store.plans import LoadedPlan, PlanStore, require_identity
 from bot.workspace.mirror import Mirror
 
@@ -55,6 +55,7 @@ class Session:
     _tree: list[str] | None = field(default=None, repr=False)
     _config_read: bool = field(default=False, repr=False)
     _files: dict[str, asyncio.Future[str | None]] = field(default_factory=dict, repr=False)
+    _acks: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
 
     @property
     def store(self) -> PlanStore:
@@ -195,19 +196,18 @@ class Session:
         """A comment on the issue."""
         await self.port.create_issue_comment(self.repo, self.issue, body=body)
 
-    async def react_issue(self, content: str) -> None:
-        """A reaction on the issue itself; failures are logged, never fatal."""
-        try:
-            await self.port.add_issue_reaction(self.repo, self.issue, content)
-        except GitHubError as exc:
-            log.warning("could not react %s on the issue: %s", content, exc.message)
+    def acknowledge(self, *, comment_id: int | None = None) -> None:
+        """👀 on the issue (or on its comment `comment_id`): queued in the installation's write
+        queue, not awaited, dropped if the answer goes first. Only for someone known to have
+        write access: an outsider's request costs no write (see `refuse`)."""
+        self._acks.add(
+            asyncio.ensure_future(self.port.acknowledge(self.repo, self.issue, comment_id=comment_id))
+        )
 
-    async def react_comment(self, comment_id: int, content: str) -> None:
-        """A reaction on a comment; failures are logged, never fatal."""
-        try:
-            await self.port.add_comment_reaction(self.repo, comment_id, content)
-        except GitHubError as exc:
-            log.warning("could not react %s on comment %s: %s", content, comment_id, exc.message)
+    async def acknowledged(self) -> None:
+        """Wait for the 👀 to be queued (sent, without a write queue: the Action's)."""
+        while self._acks:
+            await self._acks.pop()
 
     async def may_act(
         self, login: str, association: str | None = None, user_type: str | None = None
@@ -238,10 +238,43 @@ class Session:
         )
 
     async def refuse(self, login: str, verdict: Verdict, *, on: int | None = None) -> None:
-        """The one short reply to someone who may not do what they asked."""
-        approvers = list(self.config.approvers) if self.config else []
+        """The one short reply to someone who may not do what they asked. Someone without write
+        access is told once per issue, then not again, and the installation tells at most
+        `REFUSALS_PER_HOUR` an hour (see `bot.store.refusals`): an outsider's commands cannot
+        spend the installation's writes. A writer (not an approver) and a GitHub error are
+        always answered."""
+        issue = on or self.issue
+        metrics = self.services.metrics
+        if verdict.permission not in WRITE_ROLES and verdict.permission != "unknown":
+            if not self.services.refusals.allow(
+                repo=self.repo, issue=issue, login=login, installation=self.installation_id
+            ):
+                log.info("not telling %s again on %s#%s: refused without a reply", login, self.repo, issue)
+                if metrics is not None:
+                    metrics.refusals.labels("silenced").inc()
+                return
+        if metrics is not None:
+            metrics.refusals.labels("posted").inc()
+        config = self.config if self._config_read else await self._config_for_reply()
+        approvers = list(config.approvers) if config else []
         body = messages.permission_denied(login, verdict.permission, approvers=approvers)
-        await self.port.create_issue_comment(self.repo, on or self.issue, body=body)
+        await self.port.create_issue_comment(self.repo, issue, body=body)
+
+    async def _config_for_reply(self) -> RepoConfig | None:
+        """The config, read for a reply that names its approvers (none when it cannot be read)."""
+        try:
+            return await self.load_config()
+        except GitHubError as exc:
+            log.warning("could not read %s for the reply: %s", CONFIG_PATH, exc.message)
+            return None
+
+    def may_be_trigger(self, label: str) -> bool:
+        """Whether `label` is (per the config read recently) or likely is the trigger label."""
+        cache = self.services.repo_cache
+        cached = cache.config(self.repo, self.default_branch)
+        if cached is not None:
+            return label == cached.trigger_label
+        return label in {DEFAULT_TRIGGER_LABEL, cache.last_trigger_label(self.repo, self.default_branch)}
 
 
 async def open_session(

@@ -14,6 +14,7 @@ from bot.config.cache import RepoCache
 from bot.errors import GitHubError, UnknownIdentity
 from bot.store.permissions import PermissionCache
 from bot.store.plans import PlanStore
+from bot.store.refusals import RefusalLimiter
 
 if TYPE_CHECKING:
     from bot.config.repo import RepoConfig
@@ -46,6 +47,8 @@ class Services:
     # The login our comments are written under (e.g. `my-app[bot]`); derived from the slug if None.
     bot_login: str | None = None
     permissions: PermissionCache = field(default_factory=PermissionCache)
+    refusals: RefusalLimiter = field(default_factory=RefusalLimiter)
+    """Who was told no where: an outsider is refused once per issue, then not again."""
     repo_cache: RepoCache = field(default_factory=RepoCache)
     plan_store: PlanStore = field(default_factory=PlanStore)
     # Runs a job now (the Action) or queues it (the server): `enqueue(kind, group_key, payload)`.

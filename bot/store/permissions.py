@@ -64,6 +64,17 @@ def is_bot(login: str, user_type: str | None) -> bool:
     return user_type == "Bot" or login.endswith("[bot]")
 
 
+def known_refusal(login: str, association: str | None, user_type: str | None) -> Verdict | None:
+    """The refusal that needs no call to GitHub (a bot, an association that cannot hold write
+    access), or None when only GitHub can say."""
+    if not login or is_bot(login, user_type):
+        return Verdict(False, "bot", "bots and Apps never command Plan Cascade")
+    if association is not None and association.upper() not in MAY_HAVE_WRITE:
+        permission = "read" if association.upper() == "CONTRIBUTOR" else "none"
+        return Verdict(False, permission, f"author association {association}")
+    return None
+
+
 async def may_act(
     port: GitHubPort,
     cache: PermissionCache,
@@ -74,18 +85,9 @@ async def may_act(
     user_type: str | None = None,
 ) -> Verdict:
     """Whether `login` may use the bot on `repo` (write access or better; never a bot)."""
-    if not login or is_bot(login, user_type):
-        return _refused(repo, login, Verdict(False, "bot", "bots and Apps never command Plan Cascade"))
-    if association is not None and association.upper() not in MAY_HAVE_WRITE:
-        return _refused(
-            repo,
-            login,
-            Verdict(
-                False,
-                "read" if association.upper() == "CONTRIBUTOR" else "none",
-                f"author association {association}",
-            ),
-        )
+    known = known_refusal(login, association, user_type)
+    if known is not None:
+        return _refused(repo, login, known)
     try:
         permission = await cache.permission(port, repo, login)
     except GitHubError as exc:
