@@ -87,6 +87,26 @@ async def test_a_writer_whose_permission_is_cached_gets_the_eyes_in_the_first_ro
     assert h.fake.round_trips(eyes, since=since) == 1, "with the reads"
 
 
+async def test_a_writer_seen_lately_gets_the_eyes_at_once_while_the_permission_is_read_again(
+    h: Harness,
+) -> None:
+    now = [0.0]
+    h.services.permissions.clock = lambda: now[0]
+    await _label(h, 1, "maint")
+    now[0] += 600  # ten minutes later: the permission is read again before anything is decided
+    h.fake.latency = 0.05
+    since = await _label(h, 2, "maint")
+    permission = _answered(h, since, "GET", f"/repos/{REPO}/collaborators/maint/permission")
+    eyes = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/reactions")
+    assert h.fake.round_trips(permission, since=since) == 1
+    assert h.fake.round_trips(eyes, since=since) == 1, "a writer GitHub named lately: the 👀 needs no wait"
+    h.fake.set_permission(REPO, "maint", "read")  # demoted meanwhile
+    now[0] += 600
+    await _label(h, 3, "maint")
+    assert not h.plan_comments(3), "the decision is the fresh read's"
+    assert "has read access" in h.comments(3)[-1]
+
+
 class ThrottleClock:
     """The throttle's clock: it moves only when the throttle sleeps (or the test says so)."""
 

@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -82,7 +82,6 @@ class _Counts:
     superseded_edits: int = 0
     deferred: int = 0
     detached_failed: int = 0
-    by_priority: dict[str, int] = field(default_factory=dict)
 
 
 class Throttle:
@@ -286,10 +285,6 @@ class Throttle:
             task.cancel()
         return len(left)
 
-    def queued(self) -> int:
-        """Writes waiting for their turn now."""
-        return len(self._queue)
-
     # -- the queue's pump ----------------------------------------------------------------
     def _wake(self) -> None:
         if self._kick is not None:
@@ -304,19 +299,22 @@ class Throttle:
             ticket.future.set_result(go)
 
     def _pick(self, now: float) -> tuple[_Ticket | None, float]:
-        """The waiting call to let through now, or None and how long until one may go."""
-        best: _Ticket | None = None
+        """The waiting call to let through now, or None and how long until one may go.
+
+        By priority: a call behind one that waits for the bucket or the minute waits too; it may
+        pass one that only the hour holds (an edit behind a creation) or whose comment is busy."""
         soonest = float("inf")
-        for ticket in self._queue:
+        for ticket in sorted(self._queue, key=lambda t: (t.priority, t.seq)):
             if ticket.key is not None and ticket.key in self._busy:
                 continue
             reserve = 1 if ticket.priority in (Priority.ACK, Priority.EDIT) else 0  # kept for answers, work
             pause = self.delay(now, creates=ticket.creates, reserve=reserve)
-            if pause > 0:
-                soonest = min(soonest, pause)
-            elif best is None or (ticket.priority, ticket.seq) < (best.priority, best.seq):
-                best = ticket
-        return best, soonest
+            if pause <= 0:
+                return ticket, 0.0
+            soonest = min(soonest, pause)
+            if self.delay(now, creates=False, reserve=reserve) > 0:
+                break
+        return None, soonest
 
     async def _run(self) -> None:
         while self._queue:
@@ -354,8 +352,6 @@ class Throttle:
             self._created.append(now)
         if ticket.key is not None:
             self._busy.add(ticket.key)
-        name = Priority(ticket.priority).name.lower()
-        self.counts.by_priority[name] = self.counts.by_priority.get(name, 0) + 1
         self._resolve(ticket, True)
         if ticket.answers is not None:
             for ack in [t for t in self._queue if t.acks == ticket.answers]:

@@ -133,16 +133,10 @@ async def _command(session: Session, event: Event, cmd: Command) -> None:
     if refused is not None:  # an outsider: no read, no 👀; one reply per issue at most
         await session.refuse(actor, refused)
         return
-    comment_id = env.comment.id
-
-    async def permitted() -> Verdict:
-        verdict = await session.may_act(actor, author.association, author.type)
-        if verdict.allowed:
-            session.acknowledge(comment_id=comment_id)  # the 👀, once write access is known
-        return verdict
-
-    # The config and the permission in one round trip (with a plan request's reads too).
-    checks = (session.load_config(), permitted())
+    # The config and the permission in one round trip (with a plan request's reads too); the 👀
+    # once write access is known.
+    asked = session.may_act(actor, author.association, author.type)
+    checks = (session.load_config(), session.permitted(asked, actor, comment_id=env.comment.id))
     planning = cmd.name in ("plan", "revise") and not env.issue.is_pull_request
     # A read that fails raises: fail closed, the job is retried and nothing runs meanwhile.
     config, verdict = await (session.prefetch(*checks) if planning else asyncio.gather(*checks))

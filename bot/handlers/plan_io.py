@@ -138,6 +138,27 @@ async def _write_comment(
     return comment_id, parts, None
 
 
+async def sign_pending(session: Session, loaded: LoadedPlan) -> LoadedPlan:
+    """Write the signed state into a plan comment still pending long after it was posted (its
+    signing edit was lost: the process stopped first). The bot's database row is the plan; only
+    while the row still names this comment at this version."""
+    async with session.services.plan_lock(session.repo, session.issue):
+        record = await session.store.cached(session.repo, session.issue)
+        if (
+            record is None
+            or record.plan_comment_id != loaded.comment_id
+            or record.version != loaded.state.version
+        ):
+            return loaded
+        comment_id, parts, _ = await _write_comment(
+            session, loaded.state, comment_id=loaded.comment_id, parts=loaded.parts
+        )
+    log.warning("plan comment %s was still unsigned: signed it now", comment_id)
+    signed = LoadedPlan(loaded.state, comment_id, loaded.reactions_etag, parts)
+    session._plan = signed
+    return signed
+
+
 async def write_state(
     port: GitHubPort, state: PlanState, *, existing: dict[int, str], key: bytes | None, comment: int
 ) -> tuple[str, dict[int, str]]:

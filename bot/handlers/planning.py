@@ -58,21 +58,18 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
     finally:
         if permission is not None and not permission.done():
             permission.cancel()
+        elif permission is not None and not permission.cancelled():
+            permission.exception()  # retrieved: a failure is not reported as lost
         await session.acknowledged()
 
 
 async def _plan_labeled(session: Session, event: Event, permission: asyncio.Future[Verdict]) -> None:
     env = event.envelope
     assert env.label is not None
-
-    async def permitted() -> Verdict:
-        verdict = await permission
-        if verdict.allowed:
-            session.acknowledge()  # the 👀, with the job's reads (the plan, the issue, the manifests)
-        return verdict
-
+    # The 👀 once write access is known, with the job's reads (the plan, the issue, the manifests).
     # A permission read that fails refuses (fail closed): nothing is planned.
-    verdict, config = await session.prefetch(permitted(), session.fresh_config())
+    permitted = session.permitted(permission, env.sender.login)
+    verdict, config = await session.prefetch(permitted, session.fresh_config())
     assert isinstance(verdict, Verdict) and (config is None or isinstance(config, RepoConfig))
     if config is not None and env.label.name != config.trigger_label:
         return  # the trigger label changed a moment ago
@@ -123,6 +120,9 @@ async def plan_issue(
             prd = await asyncio.to_thread(parse_prd, block, max_stories=max_stories, vague=False)
             source = "prd-block"
         else:
+            # The model costs money: ask it only when the answer can be written without waiting
+            # (else the job is put back until then, and nothing is spent twice).
+            await session.port.ready_to_write()
             planning = await plan_with_llm(
                 session,
                 issue=issue,

@@ -204,6 +204,20 @@ class Session:
             asyncio.ensure_future(self.port.acknowledge(self.repo, self.issue, comment_id=comment_id))
         )
 
+    async def permitted(
+        self, verdict: Awaitable[Verdict], login: str, *, comment_id: int | None = None
+    ) -> Verdict:
+        """`verdict` (whether `login` may act), with the 👀 once write access is known: at once for
+        someone GitHub said had write access when last asked (a cached read, up to a day old: the
+        first answer needs no round trip for it), else when `verdict` allows; never for others."""
+        early = self.permissions.known_writer(self.repo, login)
+        if early:
+            self.acknowledge(comment_id=comment_id)
+        result = await verdict
+        if result.allowed and not early:
+            self.acknowledge(comment_id=comment_id)
+        return result
+
     async def acknowledged(self) -> None:
         """Wait for the 👀 to be queued (sent, without a write queue: the Action's)."""
         while self._acks:

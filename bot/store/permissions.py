@@ -34,11 +34,16 @@ class Verdict:
     reason: str = ""
 
 
+WRITER_MEMORY = 24 * 3600.0
+"""How long a user seen with write access is remembered as one (for a 👀, never for a decision)."""
+
+
 @dataclass
 class PermissionCache:
     """(repo, login) → permission for `ttl` seconds. One per process; injectable clock."""
 
     ttl: float = 60.0
+    memory: float = WRITER_MEMORY
     clock: Callable[[], float] = time.monotonic
     _entries: dict[tuple[str, str], tuple[float, Permission]] = field(default_factory=dict)
 
@@ -52,6 +57,12 @@ class PermissionCache:
         value = await port.get_permission(repo, login)
         self._entries[key] = (now, value)
         return value
+
+    def known_writer(self, repo: str, login: str) -> bool:
+        """Whether `login` had write access on `repo` when GitHub was last asked, within `memory`
+        seconds: their command's 👀 may go before a fresh read says so. Never a decision."""
+        hit = self._entries.get((repo.lower(), login.lower()))
+        return hit is not None and hit[1] in WRITE_ROLES and self.clock() - hit[0] < self.memory
 
     def forget(self, repo: str, login: str | None = None) -> None:
         """Drop the cached roles of `login` on `repo` (everyone's when None)."""

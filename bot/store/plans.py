@@ -60,8 +60,9 @@ class LoadedPlan:
     reactions_etag: str | None = None
     parts: dict[int, str] = field(default_factory=dict)
     """Continuation comment id → body last read or written, for a state too big for one comment."""
-    pending: bool = False
-    """The comment does not hold its signed state yet (read from the bot's database row)."""
+    pending_since: datetime | None = None
+    """When set, the comment (written then) does not hold its signed state yet: the state is the
+    bot's database row's (see `load`)."""
 
 
 def require_identity(bot_login: str | None) -> str:
@@ -119,7 +120,8 @@ class PlanStore:
                 # its signed state not written yet (that edit waits its turn): the row is the plan
                 # meanwhile. An edited one (someone put the marker back) is judged as any other.
                 state = PlanState.model_validate(record.state)
-                return LoadedPlan(state, comment.id, record.reactions_etag, pending=True)
+                since = comment.created_at or self.clock()
+                return LoadedPlan(state, comment.id, record.reactions_etag, pending_since=since)
         believed: tuple[PlanState, dict[int, str]] | str | None
         believed = await self.believe(port, repo, issue, comment, bot_login=bot, cached=record)
         if not isinstance(believed, str) and record is not None and record.version > believed[0].version:
