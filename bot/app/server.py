@@ -87,6 +87,15 @@ SETTLE_SECONDS = 10.0
 a plan comment left unsigned is still the plan (its database row), signed by the next write."""
 
 
+async def settle_writes(services: Services) -> None:
+    """At shutdown: the 👀, signatures and progress edits still queued get SETTLE_SECONDS to go."""
+    throttles = services.extras.get("throttles")
+    if throttles is not None:
+        left = await throttles.settle(SETTLE_SECONDS)
+        if left:
+            log.warning("%d GitHub writes nobody waited for were still queued at shutdown: dropped", left)
+
+
 def prepare_sandbox(services: Services) -> None:
     """Before any job runs: kill what a crashed predecessor left running (never what a live bot
     process on this host runs: see `bot.workspace.reaper`), say how code is confined."""
@@ -154,9 +163,7 @@ def create_app(
             rt.wake.set()
             if tasks:
                 await asyncio.wait(tasks, timeout=30)
-            throttles = rt.services.extras.get("throttles")
-            if throttles is not None:  # 👀, signatures and progress edits still queued: a last chance
-                await throttles.settle(SETTLE_SECONDS)
+            await settle_writes(rt.services)
             shared = rt.services.extras.get("shared_github_transport")
             if shared is not None:
                 await shared.shutdown()

@@ -306,7 +306,7 @@ async def enqueue_restack(session: Session, *, start: int, reason: Reason, cause
     await enqueue(RESTACK_JOB, f"{session.repo}#{session.issue}/run", payload)
 
 
-@kinds.register(RESTACK_JOB)
+@kinds.register(RESTACK_JOB, holds_worker=True)
 async def run_restack_job(job: ClaimedJob, services: Services) -> None:
     """Rebuild the plan's open batches from `start` up (see `StackKeeper.restack`)."""
     data = job.payload
