@@ -66,6 +66,13 @@ async def test_a_pending_comment_someone_edited_is_not_believed(h: Harness) -> N
     assert any("plan-cascade:altered" in body for body in h.comments(1))
 
 
+async def test_a_pending_comment_stamped_later_but_never_edited_is_still_the_plan(h: Harness) -> None:
+    comment_id = await _unsigned_plan(h)
+    h.fake.repo(REPO).comments[comment_id].updated_at = "2099-01-01T00:00:00Z"  # no edit in its history
+    loaded = await _load(h)
+    assert loaded is not None and loaded.pending_since is not None, "its edit history says nobody edited it"
+
+
 async def test_a_lost_signature_is_written_by_the_next_poll(h: Harness) -> None:
     comment_id = await _unsigned_plan(h)
     h.fake.add_reaction(REPO, comment_id, "reader", "+1")  # a 👍 that does not count: nothing is saved

@@ -40,7 +40,7 @@ from bot.plan.state_block import (
     parse_reference,
 )
 from bot.rendering import messages
-from bot.store.trust import origin_problem, same_login
+from bot.store.trust import ever_edited, origin_problem, same_login
 
 log = logging.getLogger(__name__)
 ALTERED = "altered"
@@ -115,10 +115,13 @@ class PlanStore:
         if PENDING_BLOCK in (comment.body or ""):
             if record is None or record.plan_comment_id != comment.id:
                 return None  # a new plan comment, its state not written into it yet
-            if comment.updated_at == comment.created_at:
-                # The bot's own new plan comment, named by the bot's own row and never edited,
-                # its signed state not written yet (that edit waits its turn): the row is the plan
-                # meanwhile. An edited one (someone put the marker back) is judged as any other.
+            # The bot's own new plan comment, named by the bot's own row and never edited, its
+            # signed state not written yet (that edit waits its turn): the row is the plan
+            # meanwhile. An edited one (someone put the marker back) is judged as any other.
+            edited = await ever_edited(port, comment)
+            if edited is None:
+                return None  # GitHub could not say: no plan for now, nothing reported
+            if not edited:
                 state = PlanState.model_validate(record.state)
                 since = comment.created_at or self.clock()
                 return LoadedPlan(state, comment.id, record.reactions_etag, pending_since=since)
