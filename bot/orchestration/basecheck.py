@@ -132,7 +132,7 @@ async def _run_setup(
         }
         return check.model_copy(update=failed), False
     written = await setup_wrote(wt)  # before the gates add their caches
-    kept = await keep_base_environment(run, wt, output=setup.output, written=written)
+    kept = await keep_base_environment(run, wt, output=setup.output, written=written, blocked=setup.blocked)
     return check.model_copy(update={"setup": "success"}), kept
 
 

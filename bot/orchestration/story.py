@@ -88,6 +88,7 @@ async def run_story(
         setup = await reuse_base_environment(run, worktree) if run.state.setup else None
         if setup is None:
             setup = await prepare(run, worktree, home)
+        await run.note_blocked(story_id, setup.blocked if setup is not None else [])  # a copy's too
         setup_head = await head_sha(worktree)
         if setup is not None and not setup.passed:
             if not _setup_passes_on_base(run):
@@ -249,6 +250,7 @@ async def _attempts(
             await run.reached("pushed", story.id)
         if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
             setup, setup_head = await prepare(run, wt, home), head
+            await run.note_blocked(story.id, setup.blocked if setup is not None else [])
             if setup is not None and not setup.passed:
                 gates = run.state.stories[story.id].gates
                 await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
@@ -332,8 +334,10 @@ async def _run_agent(
         env=setup_variables(run, wt, home),
         shared=shared_dirs(run),
         git=sandbox_view(wt),
+        egress=tuple(run.config.agent.egress) if run.config.agent.egress is not None else None,
     )
     result = await agent.run(task)
+    await run.note_blocked(story.id, result.blocked)
     record = run.state.stories[story.id]
     await run.story(
         story.id,
@@ -365,8 +369,9 @@ async def _gates(
     async def finished(spec: GateSpec, handle: object, result: GateResult, annotations: list) -> None:  # type: ignore[type-arg]
         record = run.state.stories[story.id]
         await run.story(story.id, gates={**record.gates, spec.name: conclusion(result)})
+        shown = result.model_copy(update={"blocked": record.blocked})  # the story's check runs say it
         await run.reporter.gate_finished(
-            handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=head
+            handle, scope=scope, gate=spec, result=shown, annotations=annotations, head_sha=head
         )
 
     return await run_gates(
