@@ -88,7 +88,8 @@ async def run_story(
         setup = await reuse_base_environment(run, worktree) if run.state.setup else None
         if setup is None:
             setup = await prepare(run, worktree, home)
-        await run.note_blocked(story_id, setup.blocked if setup is not None else [])  # a copy's too
+        if setup is not None and not interrupted:  # (a resumed story noted its setup's before)
+            await run.note_blocked(story_id, setup.blocked)  # a copied environment's setup's too
         setup_head = await head_sha(worktree)
         if setup is not None and not setup.passed:
             if not _setup_passes_on_base(run):
