@@ -13,6 +13,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bot.config.egress import AgentEgress
 from bot.config.errors import (
     COMMAND_PLACEHOLDERS,
     CONFIG_PATH,
@@ -69,13 +70,6 @@ GateName = Annotated[
 RESERVED_GATES = ("typecheck", "test", "lint", "setup", "dependencies")
 """Check-run names the bot writes itself: no custom gate may take one."""
 NonEmpty = Annotated[str, Field(min_length=1)]
-EgressHost = Annotated[
-    str,
-    Field(
-        pattern=r"^(?:(?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$"
-    ),
-    Expect('a host, "host:port", "*.domain" or "[v6 address]:port" (no scheme, no path)'),
-]
 SetupCommand = Annotated[str, Field(min_length=1, max_length=2000)]
 
 
@@ -167,12 +161,7 @@ class AgentConfig(_Section):
             "none = no opinion (it never loosens the operator's setting)."
         ),
     )
-    egress: list[EgressHost] | None = Field(
-        None,
-        max_length=100,
-        description="Hosts external agents may reach, narrowing the operator's PLAN_CASCADE_AGENT_EGRESS "
-        "(never widening it); null = the operator's list.",
-    )
+    egress: AgentEgress = None
     author_name: str = Field("Plan Cascade", min_length=1, description="Git author name of agent commits.")
     author_email: str = Field(
         "plan-cascade[bot]@users.noreply.github.com", min_length=1, description="Git author email of commits."
@@ -408,10 +397,4 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
             guess = did_you_mean(name, [*BUILTIN_AGENTS, *custom])
             fix = f'did you mean "{guess}"? Valid agents: {valid}' if guess else f"valid agents are {valid}"
             problems.append(f'{format_key(loc)}: unknown agent "{name}" — {fix}')
-    for index, entry in enumerate(agent.egress or []):
-        port = entry.rpartition(":")[2] if entry.count(":") == 1 or "]:" in entry else ""
-        if port and not 0 < int(port) < 65536:
-            problems.append(
-                f'{format_key(("agent", "egress", index))}: port {port} of "{entry}" is not 1–65535'
-            )
     return problems

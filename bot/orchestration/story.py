@@ -37,8 +37,7 @@ from bot.plan.state import StoryStatus
 from bot.workspace import secretscan
 from bot.workspace.git import PushRejected
 from bot.workspace.policy import policy_violations, revert, violation_feedback
-from bot.workspace.removal import discard
-from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view
+from bot.workspace.worktree import Worktree, add_worktree, cleanup, commit_all, head_sha, sandbox_view
 
 log = logging.getLogger(__name__)
 
@@ -139,27 +138,6 @@ async def _setup_failed(run: Run, story_id: str, result: GateResult, *, head: st
         reason=setup_failure(result),
         gates={**run.state.stories[story_id].gates, SETUP_GATE: conclusion(result)},
     )
-
-
-async def cleanup(worktree: Worktree, home: Path) -> None:
-    """Remove a worktree (if it got created) and its HOME; runs to the end even when cancelled."""
-
-    async def remove() -> None:
-        try:
-            if worktree.path.exists():
-                await remove_worktree(worktree)
-        except WorkspaceError as exc:
-            log.warning("could not remove worktree %s: %s", worktree.path, exc.message)
-        except OSError as exc:  # the file system refused (permissions are given back first)
-            log.warning("could not remove worktree %s: %s", worktree.path, exc)
-        await discard(home)
-
-    task = asyncio.ensure_future(remove())
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await task
-        raise
 
 
 async def _attempts(
