@@ -74,6 +74,12 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self.egress_blocked = Counter(
+            "plan_cascade_egress_blocked_total",
+            "Requests the egress proxy refused, by whose they were (agent, setup).",
+            ["proxy"],
+            registry=self.registry,
+        )
         self.redeliveries = Counter(
             "plan_cascade_redeliveries_requested_total",
             "Webhook deliveries that failed and were asked of GitHub again.",

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 from bot.config.repo import AgentLimits
 from bot.llm import Usage
 from bot.plan import PRD, Story
+from bot.plan.blocked import BlockedRequest
 from bot.workspace.gitview import GitView
 from bot.workspace.sandbox import Confinement, Sandbox
 
@@ -66,6 +67,11 @@ class AgentTask(BaseModel):
     git: InstanceOf[GitView] | None = Field(
         default=None, description="The worktree's git as the sandbox shows it (history read-only)."
     )
+    egress: tuple[str, ...] | None = Field(
+        default=None,
+        description="The repository's `agent.egress`: it narrows the operator's list, never widens "
+        "it; None: the operator's list as it is.",
+    )
 
 
 async def confinement_for(
@@ -96,6 +102,9 @@ class AgentResult(BaseModel):
     iterations: int = Field(default=0, description="Model calls made (0 when the agent does not report it).")
     model: str | None = Field(default=None, description="Model that answered, when known.")
     agent: str = Field(description="Name of the agent that ran.")
+    blocked: list[BlockedRequest] = Field(
+        default_factory=list, description="Its network requests the egress proxy refused, per destination."
+    )
 
 
 @runtime_checkable

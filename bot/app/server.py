@@ -112,6 +112,9 @@ def prepare_sandbox(services: Services) -> None:
     elif problem is not None:
         log.warning("PLAN_CASCADE_SANDBOX=auto and %s: agents and gates run unconfined", problem)
     if sandbox.mode != "off" and problem is None:
+        if sandbox.agent_network:
+            hosts = ", ".join(sandbox.agent_egress) or "nothing (PLAN_CASCADE_AGENT_EGRESS=none)"
+            log.info("external agents go out through the egress proxy to %s", hosts)
         limited, gaps = sandbox.limit_notes()
         log.info("each confined process may use %s", limited)
         for gap in gaps:

@@ -13,6 +13,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bot.config.egress import AgentEgress
 from bot.config.errors import (
     COMMAND_PLACEHOLDERS,
     CONFIG_PATH,
@@ -160,6 +161,7 @@ class AgentConfig(_Section):
             "none = no opinion (it never loosens the operator's setting)."
         ),
     )
+    egress: AgentEgress = None
     author_name: str = Field("Plan Cascade", min_length=1, description="Git author name of agent commits.")
     author_email: str = Field(
         "plan-cascade[bot]@users.noreply.github.com", min_length=1, description="Git author email of commits."

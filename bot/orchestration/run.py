@@ -7,7 +7,7 @@ read and update it; it lives here, below all of them, so none imports the engine
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from bot.errors import StalePlan, StateError
 from bot.gates.dependencies import AdvisoryLookup
 from bot.orchestration.scheduler import batch_branch
 from bot.plan.baseline import BaseCheck
+from bot.plan.blocked import BlockedRequest, merge_blocked
 from bot.plan.state import PlanState, PlanStatus, totals, update_story
 from bot.workspace.mirror import Mirror
 from bot.workspace.sandbox import Sandbox
@@ -180,6 +181,17 @@ class Run:
     async def story(self, story_id: str, *, important: bool = False, **changes: object) -> PlanState:
         """Change one story's record and save."""
         return await self.update(lambda s: update_story(s, story_id, **changes), important=important)
+
+    async def note_blocked(self, story_id: str, requests: Sequence[BlockedRequest]) -> None:
+        """Add what the egress proxy refused (for its agent or setup) to a story's record."""
+        if not requests:
+            return
+
+        def add(state: PlanState) -> PlanState:
+            kept = state.stories[story_id].blocked if story_id in state.stories else []
+            return update_story(state, story_id, blocked=merge_blocked(kept, requests))
+
+        await self.update(add)
 
     def over_budget(self) -> str | None:
         """Why the plan must pause for cost, or None."""

@@ -37,8 +37,7 @@ from bot.plan.state import StoryStatus
 from bot.workspace import secretscan
 from bot.workspace.git import PushRejected
 from bot.workspace.policy import policy_violations, revert, violation_feedback
-from bot.workspace.removal import discard
-from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view
+from bot.workspace.worktree import Worktree, add_worktree, cleanup, commit_all, head_sha, sandbox_view
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +87,8 @@ async def run_story(
         setup = await reuse_base_environment(run, worktree) if run.state.setup else None
         if setup is None:
             setup = await prepare(run, worktree, home)
+        if setup is not None and not interrupted:  # (a resumed story noted its setup's before)
+            await run.note_blocked(story_id, setup.blocked)  # a copied environment's setup's too
         setup_head = await head_sha(worktree)
         if setup is not None and not setup.passed:
             if not _setup_passes_on_base(run):
@@ -137,27 +138,6 @@ async def _setup_failed(run: Run, story_id: str, result: GateResult, *, head: st
         reason=setup_failure(result),
         gates={**run.state.stories[story_id].gates, SETUP_GATE: conclusion(result)},
     )
-
-
-async def cleanup(worktree: Worktree, home: Path) -> None:
-    """Remove a worktree (if it got created) and its HOME; runs to the end even when cancelled."""
-
-    async def remove() -> None:
-        try:
-            if worktree.path.exists():
-                await remove_worktree(worktree)
-        except WorkspaceError as exc:
-            log.warning("could not remove worktree %s: %s", worktree.path, exc.message)
-        except OSError as exc:  # the file system refused (permissions are given back first)
-            log.warning("could not remove worktree %s: %s", worktree.path, exc)
-        await discard(home)
-
-    task = asyncio.ensure_future(remove())
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await task
-        raise
 
 
 async def _attempts(
@@ -249,6 +229,7 @@ async def _attempts(
             await run.reached("pushed", story.id)
         if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
             setup, setup_head = await prepare(run, wt, home), head
+            await run.note_blocked(story.id, setup.blocked if setup is not None else [])
             if setup is not None and not setup.passed:
                 gates = run.state.stories[story.id].gates
                 await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
@@ -332,8 +313,10 @@ async def _run_agent(
         env=setup_variables(run, wt, home),
         shared=shared_dirs(run),
         git=sandbox_view(wt),
+        egress=tuple(run.config.agent.egress) if run.config.agent.egress is not None else None,
     )
     result = await agent.run(task)
+    await run.note_blocked(story.id, result.blocked)
     record = run.state.stories[story.id]
     await run.story(
         story.id,
@@ -365,8 +348,9 @@ async def _gates(
     async def finished(spec: GateSpec, handle: object, result: GateResult, annotations: list) -> None:  # type: ignore[type-arg]
         record = run.state.stories[story.id]
         await run.story(story.id, gates={**record.gates, spec.name: conclusion(result)})
+        shown = result.model_copy(update={"blocked": record.blocked})  # the story's check runs say it
         await run.reporter.gate_finished(
-            handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=head
+            handle, scope=scope, gate=spec, result=shown, annotations=annotations, head_sha=head
         )
 
     return await run_gates(

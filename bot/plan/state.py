@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from bot.errors import StateError
 from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
 from bot.plan.baseline import BaseCheck
+from bot.plan.blocked import BlockedRequest
 
 PlanSource = Literal["prd-block", "llm", "plan-pr", "reflection"]
 
@@ -131,6 +132,10 @@ class StoryState(BaseModel):
         description="Package versions the story adds or upgrades (those with advisories first, at most 20).",
     )
     dependencies_more: int = Field(default=0, description="Further package versions, checked but not kept.")
+    blocked: list[BlockedRequest] = Field(
+        default_factory=list,
+        description="Network requests of its agent and setup that the egress proxy refused (bounded).",
+    )
 
 
 class BatchState(BaseModel):

@@ -95,6 +95,13 @@ def pr_body(
         for sid in batch_ids
         if sid not in story_ids
     ]
+    # What the egress proxy refused the batch's stories (those left out too: it may be why).
+    blocked = [
+        {"story": sid, "by": b.by, "target": b.target, "count": b.count, "allow": b.allow}
+        for sid in batch_ids
+        if sid in state.stories
+        for b in state.stories[sid].blocked
+    ]
     body = (
         template_env()
         .get_template("pr_body.md.j2")
@@ -111,6 +118,7 @@ def pr_body(
             failed=failed,
             dependencies=dependencies,
             dependencies_more=sum(state.stories[sid].dependencies_more for sid in story_ids),
+            blocked=blocked,
             integration=integration,
             draft_reason=draft_reason,
             base_note=base_note,

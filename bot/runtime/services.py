@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +98,11 @@ class Services:
     def sandbox_policy(self) -> Sandbox:
         """The sandbox every untrusted process of this process runs in."""
         if self.sandbox is None:
-            self.sandbox = self.settings.sandbox_policy()
+            sandbox = self.settings.sandbox_policy()
+            if self.metrics is not None:  # what the egress proxies refuse is counted on /metrics
+                counter = self.metrics.egress_blocked
+                sandbox = replace(sandbox, on_blocked=lambda proxy: counter.labels(proxy).inc())
+            self.sandbox = sandbox
         return self.sandbox
 
     def plan_lock(self, repo: str, issue: int) -> asyncio.Lock:

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigurationError
 from bot.llm.registry import configuration_problem
+from bot.runtime.egress_defaults import default_agent_egress
 from bot.workspace.cgroups import find_cgroups
 from bot.workspace.egress_rules import parse_egress
 from bot.workspace.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, machine_memory
@@ -121,7 +122,10 @@ class Settings(BaseSettings):
     sandbox_cgroup: str = Field(default="auto", validation_alias="PLAN_CASCADE_SANDBOX_CGROUP")
     """Where confined processes' cgroups are made: `auto`, `off`, or a delegated cgroup v2 folder."""
     agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
-    """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
+    """Whether external CLI agents may go out (through the egress proxy); builtin agents and gates never."""
+    agent_egress: str | None = Field(default=None, validation_alias="PLAN_CASCADE_AGENT_EGRESS")
+    """Comma-separated hosts external agents may reach through the egress proxy; default: their
+    model APIs and the public registries; `none`: none."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
     """Key that signs the plan state hidden in plan comments; default derived from the webhook secret."""
     status_token: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATUS_TOKEN")
@@ -135,6 +139,10 @@ class Settings(BaseSettings):
             parse_egress(self.setup_egress_hosts() or ())
         except ValueError as exc:
             raise ValueError(f"PLAN_CASCADE_SETUP_EGRESS: {exc}") from None
+        try:
+            parse_egress(_hosts(self.agent_egress) or ())
+        except ValueError as exc:
+            raise ValueError(f"PLAN_CASCADE_AGENT_EGRESS: {exc}") from None
         cgroup = self.sandbox_cgroup.strip()
         if cgroup not in ("auto", "off") and not Path(cgroup).is_absolute():
             raise ValueError(
@@ -226,6 +234,7 @@ class Settings(BaseSettings):
         """The operator's sandbox for every process started on untrusted code."""
         env = os.environ if environ is None else environ
         names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
+        agent_env = {name: env[name] for name in names if name in env}
         setup_names = [n.strip() for n in self.setup_env.split(",") if n.strip()]
         data = self.data_dir.resolve()
         hidden = [data, *([self.private_key_path.resolve()] if self.private_key_path else [])]
@@ -235,7 +244,8 @@ class Settings(BaseSettings):
             hidden=tuple(hidden),
             registry=ProcessRegistry(data / "run" / "processes"),
             agent_network=self.agent_network,
-            agent_env={name: env[name] for name in names if name in env},
+            agent_env=agent_env,
+            agent_egress=self.agent_egress_hosts(agent_env),
             setup_env={name: env[name] for name in setup_names if name in env},
             setup_egress=self.setup_egress_hosts(),
             limits=self.sandbox_limits(cgroups=(self.sandbox or default) != "off"),
@@ -254,10 +264,17 @@ class Settings(BaseSettings):
 
     def setup_egress_hosts(self) -> tuple[str, ...] | None:
         """The hosts of `PLAN_CASCADE_SETUP_EGRESS` (None: the default registries; `none`: nothing)."""
-        text = (self.setup_egress or "").strip()
-        if not text:
-            return None
-        return () if text.lower() == "none" else tuple(text.replace(",", " ").split())
+        return _hosts(self.setup_egress)
+
+    def agent_egress_hosts(self, agent_env: Mapping[str, str]) -> tuple[str, ...]:
+        """The hosts of `PLAN_CASCADE_AGENT_EGRESS`; unset, the model APIs of the server's provider
+        and of the keys and URLs in `agent_env` (what agents are handed), and the public registries."""
+        listed = _hosts(self.agent_egress)
+        if listed is not None:
+            return listed
+        return default_agent_egress(
+            provider=self.llm_provider, base_url=self.llm_base_url, agent_env=agent_env
+        )
 
     def state_signing_key(self) -> bytes | None:
         """The key plan comments' state blocks are signed with (None: nothing to sign with).
@@ -286,6 +303,14 @@ class Settings(BaseSettings):
             key = self.openai_api_key
         value = key.get_secret_value() if key else None
         return None if is_placeholder(value) else value
+
+
+def _hosts(setting: str | None) -> tuple[str, ...] | None:
+    """The hosts of an egress setting (None: unset, the default; `none`: nothing)."""
+    text = (setting or "").strip()
+    if not text:
+        return None
+    return () if text.lower() == "none" else tuple(text.replace(",", " ").split())
 
 
 def derive_state_key(secret: str, *, purpose: bytes = b"plan-cascade/state-key/v1") -> bytes:

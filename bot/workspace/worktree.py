@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,9 @@ from bot.errors import WorkspaceError
 from bot.workspace.git import GitResult, run_git
 from bot.workspace.gitview import GitView, remove_scratch, scratch_for
 from bot.workspace.mirror import Mirror, read_ref
-from bot.workspace.removal import remove_tree
+from bot.workspace.removal import discard, remove_tree
+
+log = logging.getLogger(__name__)
 
 
 def admin_dir(mirror: Mirror, path: Path) -> Path | None:
@@ -171,6 +174,27 @@ async def remove_worktree(wt: Worktree) -> None:
     goes too, off the event loop; OSError when the file system refuses."""
     async with wt.mirror.worktree_lock:
         await _remove_locked(wt)
+
+
+async def cleanup(worktree: Worktree, home: Path) -> None:
+    """Remove a worktree (if it got created) and its HOME; runs to the end even when cancelled."""
+
+    async def remove() -> None:
+        try:
+            if worktree.path.exists():
+                await remove_worktree(worktree)
+        except WorkspaceError as exc:
+            log.warning("could not remove worktree %s: %s", worktree.path, exc.message)
+        except OSError as exc:  # the file system refused (permissions are given back first)
+            log.warning("could not remove worktree %s: %s", worktree.path, exc)
+        await discard(home)
+
+    task = asyncio.ensure_future(remove())
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task
+        raise
 
 
 async def _remove_locked(wt: Worktree) -> None:
