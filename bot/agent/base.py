@@ -15,9 +15,11 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
+from bot.config.mcp import McpServer
 from bot.config.repo import AgentLimits
 from bot.llm import Usage
 from bot.plan import PRD, Story
+from bot.plan.state import ToolUse
 from bot.workspace.gitview import GitView
 from bot.workspace.sandbox import Confinement, Sandbox
 
@@ -66,6 +68,10 @@ class AgentTask(BaseModel):
     git: InstanceOf[GitView] | None = Field(
         default=None, description="The worktree's git as the sandbox shows it (history read-only)."
     )
+    mcp_servers: dict[str, McpServer] = Field(
+        default_factory=dict,
+        description="The repository's `agent.mcp_servers`: their allowed tools are offered.",
+    )
 
 
 async def confinement_for(
@@ -96,6 +102,9 @@ class AgentResult(BaseModel):
     iterations: int = Field(default=0, description="Model calls made (0 when the agent does not report it).")
     model: str | None = Field(default=None, description="Model that answered, when known.")
     agent: str = Field(description="Name of the agent that ran.")
+    mcp_tools: dict[str, ToolUse] = Field(
+        default_factory=dict, description="MCP tools the agent called (`<server>__<tool>`), with counts."
+    )
 
 
 @runtime_checkable

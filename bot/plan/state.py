@@ -105,6 +105,13 @@ class DependencyRecord(BaseModel):
     advisories: list[AdvisoryNote] = Field(default_factory=list)
 
 
+class ToolUse(BaseModel):
+    """How often agents called one MCP tool, and how many of those calls failed."""
+
+    calls: int = 0
+    failed: int = 0
+
+
 class StoryState(BaseModel):
     """Execution record of one story."""
 
@@ -131,6 +138,9 @@ class StoryState(BaseModel):
         description="Package versions the story adds or upgrades (those with advisories first, at most 20).",
     )
     dependencies_more: int = Field(default=0, description="Further package versions, checked but not kept.")
+    mcp_tools: dict[str, ToolUse] = Field(
+        default_factory=dict, description="MCP tool (`<server>__<tool>`) → its calls, over every attempt."
+    )
 
 
 class BatchState(BaseModel):

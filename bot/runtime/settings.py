@@ -22,6 +22,7 @@ from bot.llm.registry import configuration_problem
 from bot.workspace.cgroups import find_cgroups
 from bot.workspace.egress_rules import parse_egress
 from bot.workspace.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, machine_memory
+from bot.workspace.mcp_policy import McpPolicy, mcp_variables
 from bot.workspace.reaper import ProcessRegistry
 from bot.workspace.sandbox import Sandbox
 
@@ -120,6 +121,10 @@ class Settings(BaseSettings):
     machine's memory; 0: no limit."""
     sandbox_cgroup: str = Field(default="auto", validation_alias="PLAN_CASCADE_SANDBOX_CGROUP")
     """Where confined processes' cgroups are made: `auto`, `off`, or a delegated cgroup v2 folder."""
+    mcp_egress: str = Field(default="", validation_alias="PLAN_CASCADE_MCP_EGRESS")
+    """Comma-separated hosts MCP servers may reach (local ones through the egress proxy); default none."""
+    mcp_allow_all_tools: bool = Field(default=False, validation_alias="PLAN_CASCADE_MCP_ALLOW_ALL_TOOLS")
+    """Whether a repository may offer every tool of an MCP server (`tools: ["*"]`)."""
     agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
     """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
@@ -135,6 +140,10 @@ class Settings(BaseSettings):
             parse_egress(self.setup_egress_hosts() or ())
         except ValueError as exc:
             raise ValueError(f"PLAN_CASCADE_SETUP_EGRESS: {exc}") from None
+        try:
+            parse_egress(self.mcp_egress_hosts())
+        except ValueError as exc:
+            raise ValueError(f"PLAN_CASCADE_MCP_EGRESS: {exc}") from None
         cgroup = self.sandbox_cgroup.strip()
         if cgroup not in ("auto", "off") and not Path(cgroup).is_absolute():
             raise ValueError(
@@ -239,6 +248,7 @@ class Settings(BaseSettings):
             setup_env={name: env[name] for name in setup_names if name in env},
             setup_egress=self.setup_egress_hosts(),
             limits=self.sandbox_limits(cgroups=(self.sandbox or default) != "off"),
+            mcp=McpPolicy(self.mcp_egress_hosts(), self.mcp_allow_all_tools, mcp_variables(env)),
         )
 
     def sandbox_limits(self, *, cgroups: bool = True) -> Limits:
@@ -258,6 +268,11 @@ class Settings(BaseSettings):
         if not text:
             return None
         return () if text.lower() == "none" else tuple(text.replace(",", " ").split())
+
+    def mcp_egress_hosts(self) -> tuple[str, ...]:
+        """The hosts of `PLAN_CASCADE_MCP_EGRESS` (none by default, or when it says `none`)."""
+        text = self.mcp_egress.strip()
+        return () if text.lower() in ("", "none") else tuple(text.replace(",", " ").split())
 
     def state_signing_key(self) -> bytes | None:
         """The key plan comments' state blocks are signed with (None: nothing to sign with).

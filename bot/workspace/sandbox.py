@@ -36,6 +36,7 @@ from typing import Literal
 from bot.errors import WorkspaceError
 from bot.workspace.gitview import GitView
 from bot.workspace.limits import Limits, describe
+from bot.workspace.mcp_policy import McpPolicy
 from bot.workspace.reaper import ProcessRegistry
 
 SandboxMode = Literal["required", "auto", "off"]
@@ -231,6 +232,8 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     """What each confined process may use of the host (`PLAN_CASCADE_SANDBOX_PROCESSES`,
     `_OPEN_FILES`, `_MEMORY_MB`, `_CGROUP`)."""
+    mcp: McpPolicy = field(default_factory=McpPolicy)
+    """What the repositories' MCP servers may reach and be given (`PLAN_CASCADE_MCP_*`)."""
 
     def problem(self) -> str | None:
         """Why bubblewrap cannot confine processes here (None when it can)."""
