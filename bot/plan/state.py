@@ -111,6 +111,14 @@ class ToolUse(BaseModel):
     calls: int = 0
     failed: int = 0
 
+    def __add__(self, other: ToolUse) -> ToolUse:
+        return ToolUse(calls=self.calls + other.calls, failed=self.failed + other.failed)
+
+
+def add_tool_uses(total: dict[str, ToolUse], more: dict[str, ToolUse]) -> dict[str, ToolUse]:
+    """`total` with the calls of `more` added, tool by tool."""
+    return {name: total.get(name, ToolUse()) + more.get(name, ToolUse()) for name in {*total, *more}}
+
 
 class StoryState(BaseModel):
     """Execution record of one story."""

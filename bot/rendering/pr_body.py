@@ -90,6 +90,11 @@ def pr_body(
         for sid in story_ids
         for record in state.stories[sid].dependencies
     ]
+    mcp_tools = [
+        {"story": sid, "tool": md_cell(name), "calls": use.calls, "failed": use.failed}
+        for sid in story_ids
+        for name, use in sorted(state.stories[sid].mcp_tools.items())
+    ]
     failed = [
         {"id": sid, "reason": state.stories[sid].reason or state.stories[sid].status.value}
         for sid in batch_ids
@@ -110,6 +115,7 @@ def pr_body(
             stories=stories,
             failed=failed,
             dependencies=dependencies,
+            mcp_tools=mcp_tools,
             dependencies_more=sum(state.stories[sid].dependencies_more for sid in story_ids),
             integration=integration,
             draft_reason=draft_reason,
