@@ -276,7 +276,7 @@ def test_command_templates_only_use_the_known_placeholders() -> None:
         "    aider: 'x'\n"
         "    open: 'x {'\n"
     )
-    fix = "use {prompt_file}, {story_id} or {worktree}, and write {{ and }} for literal braces"
+    fix = "use {prompt_file}, {story_id}, {worktree} or {mcp_config}, and write {{ and }} for literal braces"
     assert problems_of(text) == [
         f"agent.commands.mine: unknown placeholder {{HOME}} — {fix}",
         f"agent.commands.mine: unknown placeholder {{worktree!r}} — {fix}",

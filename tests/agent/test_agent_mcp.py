@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.agent import BuiltinAgent, load_transcript
+from bot.agent import BuiltinAgent, CommandAgent, load_transcript, preset_agent
+from bot.agent.mcp_relay import McpRelay
 from bot.agent.mcp_servers import narrowed_egress
 from bot.config.load import load_repo_config
 from bot.config.mcp import McpServer
@@ -228,3 +230,89 @@ def test_a_repository_narrows_the_operators_egress_and_never_widens_it() -> None
     asked = ["wiki.example.org", "evil.com", "api.tracker.com:8443", "10.0.0.5:8443", "*.example.org"]
     assert narrowed_egress(operator, asked) == ["wiki.example.org", "10.0.0.5:8443", "*.example.org"]
     assert narrowed_egress([], ["wiki.example.org"]) == []
+
+
+CLI = """\
+import json, subprocess, sys
+config, out = json.load(open(sys.argv[1])), sys.argv[2]
+servers = config["mcpServers"]
+if not servers:
+    open(out, "w").write(json.dumps({"servers": []}))
+    sys.exit(0)
+(entry,) = servers.values()
+server = subprocess.Popen([entry["command"], *entry["args"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+def ask(ident, method, params):
+    message = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+    server.stdin.write((json.dumps(message) + "\\n").encode())
+    server.stdin.flush()
+    return json.loads(server.stdout.readline())
+
+
+client = {"name": "cli", "version": "0"}
+ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client})
+server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\\n')
+listed = ask(2, "tools/list", {})["result"]["tools"]
+lookup = ask(3, "tools/call", {"name": "tracker__lookup", "arguments": {"key": "CLI-1"}})["result"]
+refused = ask(4, "tools/call", {"name": "tracker__delete_everything", "arguments": {}})["result"]
+seen = ask(5, "tools/call", {"name": "tracker__calls", "arguments": {}})["result"]
+open(out, "w").write(json.dumps({"servers": list(servers), "tools": [t["name"] for t in listed],
+    "lookup": lookup, "refused": refused, "seen": seen}))
+"""
+
+
+async def test_a_cli_agent_gets_the_same_allowed_tools_through_the_bots_relay(
+    make_task: MakeTask, tmp_path: Path, worktree: Path
+) -> None:
+    cli = tmp_path / "cli" / "agent.py"
+    cli.parent.mkdir()
+    cli.write_text(CLI)
+    agent = CommandAgent("mcp-cli", f"python3 {cli} {{mcp_config}} {{worktree}}/cli.json", binary=None)
+    task = make_task(mcp_servers=servers(tools=["lookup", "calls"]))
+    result = await agent.run(task)
+
+    assert result.status == "finished", result.reason
+    said = json.loads((worktree / "cli.json").read_text())
+    assert said["servers"] == ["plan_cascade"]
+    assert sorted(said["tools"]) == ["tracker__calls", "tracker__lookup"]
+    assert "ticket CLI-1" in said["lookup"]["content"][0]["text"] and not said["lookup"]["isError"]
+    assert said["refused"]["isError"] and "unknown tool" in said["refused"]["content"][0]["text"]
+    assert '["lookup", "calls"]' in said["seen"]["content"][0]["text"]  # the server never saw the refused one
+    assert result.mcp_tools == {"tracker__lookup": ToolUse(calls=1), "tracker__calls": ToolUse(calls=1)}
+    calls = [r["tool"] for r in load_transcript(task.transcript_path) if r["type"] == "mcp_call"]
+    assert calls == ["lookup", "calls"]
+
+
+async def test_a_cli_agent_without_mcp_tools_gets_an_empty_configuration(
+    make_task: MakeTask, tmp_path: Path, worktree: Path
+) -> None:
+    cli = tmp_path / "cli.py"
+    cli.write_text(CLI)
+    agent = CommandAgent("mcp-cli", f"python3 {cli} {{mcp_config}} {{worktree}}/cli.json", binary=None)
+    result = await agent.run(make_task())
+    assert result.status == "finished", result.reason
+    assert json.loads((worktree / "cli.json").read_text()) == {"servers": []}
+
+
+def test_claude_code_and_codex_are_given_the_relay(make_task: MakeTask, tmp_path: Path) -> None:
+    relay = McpRelay(
+        folder=tmp_path,
+        config_file=tmp_path / "mcp config.json",
+        command=("python3", "/r/relay.py", "/r/mcp.sock"),
+    )
+    task, prompt = make_task(), tmp_path / "prompt.md"
+    claude = preset_agent("claude-code").command(prompt_file=prompt, task=task, relay=relay)
+    assert shlex.split(claude)[:10] == [
+        "claude", "-p", "--permission-mode", "acceptEdits", "--allowedTools", "Bash", "mcp__plan_cascade",
+        "--strict-mcp-config", "--mcp-config", str(tmp_path / "mcp config.json"),
+    ]  # fmt: skip
+    codex = shlex.split(preset_agent("codex").command(prompt_file=prompt, task=task, relay=relay))
+    assert codex[:6] == [
+        "codex", "exec", "-c", 'mcp_servers.plan_cascade.command="python3"',
+        "-c", 'mcp_servers.plan_cascade.args=["/r/relay.py", "/r/mcp.sock"]',
+    ]  # fmt: skip
+    plain = preset_agent("claude-code").command(prompt_file=prompt, task=task)
+    assert "mcp" not in plain and plain.startswith(
+        "claude -p --permission-mode acceptEdits --allowedTools Bash <"
+    )
