@@ -7,7 +7,7 @@ and `tools/call`. Its tools:
 - `environment()`: its environment as JSON;
 - `calls()`: the tools called so far, in order (the allowlist tests read it);
 - `reach(target)`: tries `host:port` directly, and through `HTTPS_PROXY` when set, and says what happened;
-- `sleep(seconds)`: answers after that long; `broken()`: answers a JSON-RPC error;
+- `sleep(seconds)`: answers after that long; `broken()`: answers a JSON-RPC error; `crash()`: exits;
 - `delete_everything()`: what a repository would never want offered.
 """
 
@@ -27,6 +27,7 @@ TOOLS = {
     "reach": {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]},
     "sleep": {"type": "object", "properties": {"seconds": {"type": "number"}}},
     "broken": {"type": "object", "properties": {}},
+    "crash": {"type": "object", "properties": {}},
     "delete_everything": {"type": "object", "properties": {}},
 }
 
@@ -68,6 +69,8 @@ def call(name, args):
         return "slept"
     if name == "broken":
         raise RuntimeError("the tracker is down")
+    if name == "crash":
+        os._exit(3)
     return "deleted everything"
 
 

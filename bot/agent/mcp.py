@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
 """Seconds a server has to answer `initialize` and `tools/list`."""
+STOP_TIMEOUT = 10.0
+"""Seconds the servers have to end once the run is over (then their tasks are cancelled)."""
 MAX_DESCRIPTION_CHARS = 1000
 MAX_SCHEMA_CHARS = 16_000
 """A tool whose input schema is longer is not offered (it would sit in every model call)."""
@@ -202,6 +204,38 @@ async def _open(
         raise McpUnavailable(f"{type(exc).__name__}: {exc}{said}") from exc
 
 
+def _why(exc: BaseException) -> str:
+    """What went wrong, in a line: the first real error inside the SDK's exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc.message if isinstance(exc, McpUnavailable) else f"{type(exc).__name__}: {exc}"
+
+
+async def _host(
+    name: str,
+    config: McpServer,
+    *,
+    policy: McpPolicy,
+    place: McpPlace | None,
+    ready: asyncio.Future[tuple[ClientSession, list[mcp_types.Tool]]],
+    stop: asyncio.Event,
+) -> None:
+    """One server's own task: its transport and session live here, not in the agent's task, so
+    that what breaks in them (the SDK cancels the task that entered its task groups when a
+    connection fails) ends this task alone; the agent's calls then get an error."""
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            opened = await _open(stack, name, config, policy=policy, place=place)
+            ready.set_result(opened)
+            await stop.wait()
+    except BaseException as exc:
+        if not ready.done():
+            ready.set_exception(McpUnavailable(_why(exc)))
+        if not isinstance(exc, Exception | asyncio.CancelledError):
+            raise
+        log.info("MCP server %s ended: %s", name, _why(exc))
+
+
 @contextlib.asynccontextmanager
 async def open_mcp(
     servers: Mapping[str, McpServer],
@@ -216,31 +250,34 @@ async def open_mcp(
     """The allowed tools of `servers` (only the `read_only: true` ones with `read_only`), open for
     the duration of the context; every server is ended when it closes."""
     tools = McpTools(timeout=call_seconds, output_limit=output_limit, record=record)
-    async with contextlib.AsyncExitStack() as stack:
+    stop = asyncio.Event()
+    hosts: list[asyncio.Task[None]] = []
+    try:
         for name, config in servers.items():
             if read_only and not config.read_only:
                 continue
-            one = contextlib.AsyncExitStack()
-            try:
-                session, listed = await _open(one, name, config, policy=policy, place=place)
-            except BaseException as exc:
-                await one.aclose()
-                if not isinstance(exc, Exception):
-                    raise
-                # The repository's server, whatever broke: the run goes on without it.
-                why = exc.message if isinstance(exc, McpUnavailable) else f"{type(exc).__name__}: {exc}"
-                tools.notes.append(f"MCP server `{name}` is not available: {why[:300]}")
-                tools._say("mcp_server", server=name, error=why[:1000])
-                log.info("MCP server %s is not available: %s", name, why[:300])
-                continue
-            stack.push_async_callback(one.aclose)
-            tools._add(name, config, session, listed)
-            tools._say(
-                "mcp_server",
-                server=name,
-                tools=[s.name for s in tools.specs if s.name.startswith(name + "__")],
+            ready: asyncio.Future[tuple[ClientSession, list[mcp_types.Tool]]] = asyncio.Future()
+            hosts.append(
+                asyncio.create_task(_host(name, config, policy=policy, place=place, ready=ready, stop=stop))
             )
+            try:
+                session, listed = await ready
+            except McpUnavailable as exc:  # the repository's server, whatever broke: the run goes on
+                tools.notes.append(f"MCP server `{name}` is not available: {exc.message[:300]}")
+                tools._say("mcp_server", server=name, error=exc.message[:1000])
+                log.info("MCP server %s is not available: %s", name, exc.message[:300])
+                continue
+            tools._add(name, config, session, listed)
+            offered = [s.name for s in tools.specs if s.name.startswith(name + "__")]
+            tools._say("mcp_server", server=name, tools=offered)
         yield tools
+    finally:
+        stop.set()
+        if hosts:
+            _, late = await asyncio.wait(hosts, timeout=STOP_TIMEOUT)
+            for task in late:  # a remote server that does not answer its goodbye
+                task.cancel()
+            await asyncio.gather(*hosts, return_exceptions=True)
 
 
 def task_place(task: AgentTask) -> McpPlace:

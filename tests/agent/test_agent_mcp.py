@@ -316,3 +316,21 @@ def test_claude_code_and_codex_are_given_the_relay(make_task: MakeTask, tmp_path
     assert "mcp" not in plain and plain.startswith(
         "claude -p --permission-mode acceptEdits --allowedTools Bash <"
     )
+
+
+async def test_a_server_that_dies_mid_story_gives_errors_and_the_story_goes_on(make_task: MakeTask) -> None:
+    llm = ScriptedLLM(
+        [
+            tool_reply("tracker__crash", {}),
+            tool_reply("tracker__lookup", {"key": "A-1"}),
+            tool_reply("write", {"path": "after.txt", "content": "still here\n"}),
+            tool_reply("finish", {"summary": "done"}),
+        ]
+    )
+    task = make_task(mcp_servers=servers(tools=["crash", "lookup"]), limits={"tool_timeout_seconds": 5})
+    result = await BuiltinAgent(llm).run(task)
+
+    assert result.status == "finished", result.reason
+    assert last_tool_output(llm.calls[1]["messages"]).startswith("error: tracker__crash failed")
+    assert last_tool_output(llm.calls[2]["messages"]).startswith("error: tracker__lookup failed")
+    assert result.mcp_tools["tracker__lookup"] == ToolUse(calls=1, failed=1)
