@@ -87,7 +87,8 @@ async def main(calls: int) -> None:
             start_ms = (time.perf_counter() - started) * 1000
             assert tools.specs, tools.notes
             await tools.call("tracker__lookup", {"key": "WARM-1"})
-            mcp = await timed(calls, lambda: tools.call("tracker__lookup", {"key": "BENCH-1"}), "ticket BENCH-1")
+            lookup = {"key": "BENCH-1"}
+            mcp = await timed(calls, lambda: tools.call("tracker__lookup", lookup), "ticket BENCH-1")
         read = ToolCall(id="r", name="read", arguments={"path": "README.md"})
         builtin = await timed(calls, lambda: run_tool(ctx, read), "hello")
         bash = ToolCall(id="b", name="bash", arguments={"command": "true"})
