@@ -276,7 +276,7 @@ def test_command_templates_only_use_the_known_placeholders() -> None:
         "    aider: 'x'\n"
         "    open: 'x {'\n"
     )
-    fix = "use {prompt_file}, {story_id} or {worktree}, and write {{ and }} for literal braces"
+    fix = "use {prompt_file}, {story_id}, {worktree} or {mcp_config}, and write {{ and }} for literal braces"
     assert problems_of(text) == [
         f"agent.commands.mine: unknown placeholder {{HOME}} — {fix}",
         f"agent.commands.mine: unknown placeholder {{worktree!r}} — {fix}",
@@ -490,7 +490,7 @@ def test_every_schema_property_has_a_description_and_no_extras() -> None:
     schema = repo_config_json_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     objects = [schema, *schema["$defs"].values()]
-    assert len(objects) == 14  # RepoConfig and its 13 nested models
+    assert len(objects) == 15  # RepoConfig and its 14 nested models
     for obj in objects:
         assert obj["additionalProperties"] is False, obj["title"]
         for name, prop in obj["properties"].items():

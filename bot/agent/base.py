@@ -15,10 +15,12 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
+from bot.config.mcp import McpServer
 from bot.config.repo import AgentLimits
 from bot.llm import Usage
 from bot.plan import PRD, Story
 from bot.plan.blocked import BlockedRequest
+from bot.plan.records import ToolUse
 from bot.workspace.gitview import GitView
 from bot.workspace.sandbox import Confinement, Sandbox
 
@@ -72,6 +74,10 @@ class AgentTask(BaseModel):
         description="The repository's `agent.egress`: it narrows the operator's list, never widens "
         "it; None: the operator's list as it is.",
     )
+    mcp_servers: dict[str, McpServer] = Field(
+        default_factory=dict,
+        description="The repository's `agent.mcp_servers`: their allowed tools are offered.",
+    )
 
 
 async def confinement_for(
@@ -104,6 +110,9 @@ class AgentResult(BaseModel):
     agent: str = Field(description="Name of the agent that ran.")
     blocked: list[BlockedRequest] = Field(
         default_factory=list, description="Its network requests the egress proxy refused, per destination."
+    )
+    mcp_tools: dict[str, ToolUse] = Field(
+        default_factory=dict, description="MCP tools the agent called (`<server>__<tool>`), with counts."
     )
 
 

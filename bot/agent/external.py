@@ -29,6 +29,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from bot.agent.base import AgentResult, AgentTask, confinement_for
+from bot.agent.mcp import open_task_mcp
+from bot.agent.mcp_relay import SERVER_NAME, McpRelay, empty_config, mcp_relay
 from bot.agent.prompt import task_prompt
 from bot.agent.transcript import Transcript
 from bot.environment.setup import with_env_path
@@ -44,7 +46,11 @@ SUMMARY_CHARS = 2000
 
 PRESETS: dict[str, tuple[str, str]] = {
     # Headless mode; edits accepted without asking, and Bash allowed so it can run the tests.
-    "claude-code": ("claude -p --permission-mode acceptEdits --allowedTools Bash < {prompt_file}", "claude"),
+    # `{mcp}`: the bot's MCP relay, when the run has MCP tools (`bot.agent.mcp_relay`).
+    "claude-code": (
+        "claude -p --permission-mode acceptEdits --allowedTools Bash{mcp} < {prompt_file}",
+        "claude",
+    ),
     # Keeps git for aider's repository map, but never commits and never touches .gitignore.
     "aider": (
         "aider --yes-always --no-auto-commits --no-dirty-commits --no-gitignore --no-check-update "
@@ -52,7 +58,7 @@ PRESETS: dict[str, tuple[str, str]] = {
         "aider",
     ),
     # `-` reads the prompt from stdin; its own sandbox lets it write the workspace only.
-    "codex": ("codex exec --sandbox workspace-write --skip-git-repo-check - < {prompt_file}", "codex"),
+    "codex": ("codex exec {mcp}--sandbox workspace-write --skip-git-repo-check - < {prompt_file}", "codex"),
 }
 """Preset command agents: name -> (command template, binary that must be installed)."""
 
@@ -74,12 +80,30 @@ class CommandAgent:
         """True when there is no binary to check, or it is installed."""
         return self.binary is None or shutil.which(self.binary) is not None
 
-    def command(self, *, prompt_file: Path, task: AgentTask) -> str:
-        """The template with its placeholders filled in, shell-quoted."""
+    def command(
+        self,
+        *,
+        prompt_file: Path,
+        task: AgentTask,
+        mcp_config: Path | None = None,
+        relay: McpRelay | None = None,
+    ) -> str:
+        """The template with its placeholders filled in, shell-quoted; a preset that takes MCP
+        servers is given the relay when there is one."""
+        config = shlex.quote(str(mcp_config or ""))
+        flags = ""
+        if relay is not None and self.name == "claude-code":  # only the relay's servers, its tools allowed
+            flags = (
+                f" mcp__{SERVER_NAME} --strict-mcp-config --mcp-config {shlex.quote(str(relay.config_file))}"
+            )
+        elif relay is not None and self.name == "codex":
+            flags = relay.codex_flags()
         return self.template.format(
             prompt_file=shlex.quote(str(prompt_file)),
             story_id=shlex.quote(task.story.id),
             worktree=shlex.quote(str(task.worktree)),
+            mcp_config=config,
+            mcp=flags,
         )
 
     def _tool_dirs(self) -> list[Path]:
@@ -107,13 +131,15 @@ class CommandAgent:
         transcript = Transcript(task.transcript_path)
         transcript.record("task", agent=self.name, story=task.story.id, phase=task.phase)
         try:
-            result = await self._run(task, transcript)
+            async with open_task_mcp(task, record=transcript.record) as mcp, mcp_relay(mcp) as relay:
+                result = await self._run(task, transcript, relay)
+            result = result.model_copy(update={"mcp_tools": dict(mcp.used)})
             transcript.record("result", **result.model_dump(mode="json"))
             return result
         finally:
             transcript.save()
 
-    async def _run(self, task: AgentTask, transcript: Transcript) -> AgentResult:
+    async def _run(self, task: AgentTask, transcript: Transcript, relay: McpRelay | None) -> AgentResult:
         prompt_file = task.home / f"prompt-{task.story.id}.md"
         if prompt_file.resolve().is_relative_to(task.worktree.resolve()):
             raise AgentError(
@@ -121,9 +147,12 @@ class CommandAgent:
             )
         task.home.mkdir(parents=True, exist_ok=True)
         prompt_file.write_text(task_prompt(task), encoding="utf-8")
-        command = self.command(prompt_file=prompt_file, task=task)
+        mcp_config = relay.config_file if relay is not None else empty_config(task.home)
+        command = self.command(prompt_file=prompt_file, task=task, mcp_config=mcp_config, relay=relay)
         transcript.record("command", command=command)
         confinement = await confinement_for(task, tools=self._tool_dirs())  # its own network namespace
+        if relay is not None:  # the relay's script and the bot's socket, read-only
+            confinement = replace(confinement, readonly=(*confinement.readonly, relay.folder))
         env = with_env_path(
             scrubbed_env(
                 home=task.home, extra={"PATH": self._path(task.path)}, passthrough=task.sandbox.agent_env

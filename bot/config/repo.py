@@ -13,18 +13,18 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bot.config.agent_names import BUILTIN_AGENTS, agent_problems
 from bot.config.egress import AgentEgress
 from bot.config.errors import (
     COMMAND_PLACEHOLDERS,
     CONFIG_PATH,
     Expect,
-    did_you_mean,
     format_config_problems_markdown,
     format_key,
     problems_error,
-    template_problems,
 )
 from bot.config.globs import is_denied
+from bot.config.mcp import McpServer, mcp_problems
 
 __all__ = [
     "COMMAND_PLACEHOLDERS",
@@ -54,7 +54,6 @@ def split_model_ref(entry: str) -> tuple[str | None, str]:
 
 
 PHASES: tuple[str, ...] = get_args(Phase)
-BUILTIN_AGENTS = ("builtin", "claude-code", "aider", "codex", "command")
 
 Login = Annotated[
     str, Field(pattern=r"^[A-Za-z0-9-]+$"), Expect('a GitHub login (letters, digits and "-", no "@")')
@@ -162,6 +161,11 @@ class AgentConfig(_Section):
         ),
     )
     egress: AgentEgress = None
+    mcp_servers: dict[str, McpServer] = Field(
+        {},
+        max_length=20,
+        description="MCP servers whose allowed tools agents get (see agent.mcp_servers.<name>).",
+    )
     author_name: str = Field("Plan Cascade", min_length=1, description="Git author name of agent commits.")
     author_email: str = Field(
         "plan-cascade[bot]@users.noreply.github.com", min_length=1, description="Git author email of commits."
@@ -169,7 +173,7 @@ class AgentConfig(_Section):
 
     @model_validator(mode="after")
     def _check_names(self) -> AgentConfig:
-        problems = _agent_problems(self)
+        problems = agent_problems(self, phases=PHASES) + mcp_problems(self.mcp_servers)
         if problems:
             raise problems_error(problems)
         return self
@@ -367,34 +371,3 @@ class RepoConfig(_Section):
             chain += self.agent.story_types.get(story_type, [])  # type: ignore[call-overload]
         chain += [*getattr(self.agent.phases, phase), self.agent.default, "builtin"]
         return list(dict.fromkeys(chain))
-
-
-def _agent_problems(agent: AgentConfig) -> list[str]:
-    """Unknown agent names in default/phases/story_types, and bad command names or templates."""
-    problems: list[str] = []
-    custom = [name for name in agent.commands if name not in BUILTIN_AGENTS]
-    valid = ", ".join(BUILTIN_AGENTS)
-    valid += (
-        f", {', '.join(custom)} (from agent.commands)"
-        if custom
-        else ", or a name you define under agent.commands"
-    )
-    for name, template in agent.commands.items():
-        if name in BUILTIN_AGENTS:
-            problems.append(
-                f'{format_key(("agent", "commands", name))}: "{name}" is a built-in agent — pick another name'
-            )
-        problems += template_problems(format_key(("agent", "commands", name)), template)
-    references: list[tuple[tuple[object, ...], str]] = [(("agent", "default"), agent.default)]
-    for phase in PHASES:
-        references += [
-            (("agent", "phases", phase, i), name) for i, name in enumerate(getattr(agent.phases, phase))
-        ]
-    for story_type, chain in agent.story_types.items():
-        references += [(("agent", "story_types", story_type, i), name) for i, name in enumerate(chain)]
-    for loc, name in references:
-        if name not in BUILTIN_AGENTS and name not in agent.commands:
-            guess = did_you_mean(name, [*BUILTIN_AGENTS, *custom])
-            fix = f'did you mean "{guess}"? Valid agents: {valid}' if guess else f"valid agents are {valid}"
-            problems.append(f'{format_key(loc)}: unknown agent "{name}" — {fix}')
-    return problems

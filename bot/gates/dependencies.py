@@ -24,7 +24,7 @@ from bot.environment.lockfiles import Change
 from bot.environment.versions import in_range
 from bot.gates.report import GateResult
 from bot.github.models_advisories import Advisory
-from bot.plan.state import AdvisoryNote, DependencyRecord
+from bot.plan.records import AdvisoryNote, DependencyRecord
 
 GATE = "dependencies"
 CHUNK = 100

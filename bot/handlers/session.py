@@ -11,7 +11,9 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bot.config.errors import config_error
 from bot.config.load import load_repo_config
+from bot.config.mcp import operator_problems
 from bot.config.repo import CONFIG_PATH, RepoConfig, format_config_problems_markdown
 from bot.environment.setup import READ_FILES, files_to_read
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
@@ -74,11 +76,23 @@ class Session:
             # Parsing and validating is CPU work on untrusted text: off the event loop.
             self.config = await asyncio.to_thread(load_repo_config, text)
             self.config_error = None
+            self._check_operator_settings(self.config)
         except RepoConfigError as exc:
             self.config, self.config_error = None, exc
         self._config_read = True
         self.services.repo_cache.keep_config(self.repo, self.default_branch, self.config)
         return self.config
+
+    def _check_operator_settings(self, config: RepoConfig) -> None:
+        """What this server's operator refuses in the config (`"*"` tools, MCP variables it has
+        not set): reported on the issue like the file's own problems (RepoConfigError)."""
+        policy = self.services.sandbox_policy().mcp
+        servers = config.agent.mcp_servers
+        problems = operator_problems(
+            servers, allow_all_tools=policy.allow_all_tools, variables=policy.variables
+        )
+        if problems:
+            raise config_error(problems)
 
     async def fresh_config(self) -> RepoConfig | None:
         """The config as this job read it, or read now: every decision uses the file as it is."""

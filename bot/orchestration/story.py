@@ -33,6 +33,7 @@ from bot.orchestration.setup import (
     tool_env,
 )
 from bot.plan import Story
+from bot.plan.records import add_tool_uses
 from bot.plan.state import StoryStatus
 from bot.workspace import secretscan
 from bot.workspace.git import PushRejected
@@ -314,20 +315,19 @@ async def _run_agent(
         shared=shared_dirs(run),
         git=sandbox_view(wt),
         egress=tuple(run.config.agent.egress) if run.config.agent.egress is not None else None,
+        mcp_servers=run.config.agent.mcp_servers,
     )
     result = await agent.run(task)
     await run.note_blocked(story.id, result.blocked)
-    record = run.state.stories[story.id]
+    record, usage = run.state.stories[story.id], result.usage
     await run.story(
         story.id,
         agent=result.agent,
         model=result.model,
-        tokens=record.tokens
-        + result.usage.input_tokens
-        + result.usage.cache_write_tokens
-        + result.usage.output_tokens,
-        cached_tokens=record.cached_tokens + result.usage.cache_read_tokens,
+        tokens=record.tokens + usage.input_tokens + usage.cache_write_tokens + usage.output_tokens,
+        cached_tokens=record.cached_tokens + usage.cache_read_tokens,
         cost_usd=record.cost_usd + result.cost_usd,
+        mcp_tools=add_tool_uses(record.mcp_tools, result.mcp_tools),
     )
     return result
 

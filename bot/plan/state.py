@@ -16,6 +16,7 @@ from bot.errors import StateError
 from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
 from bot.plan.baseline import BaseCheck
 from bot.plan.blocked import BlockedRequest
+from bot.plan.records import DependencyRecord, ToolUse
 
 PlanSource = Literal["prd-block", "llm", "plan-pr", "reflection"]
 
@@ -83,29 +84,6 @@ class CriterionCheck(BaseModel):
     evidence: str = Field(default="", max_length=400, description="Where it shows: file:line or gate output.")
 
 
-class AdvisoryNote(BaseModel):
-    """An advisory of the GitHub Advisory Database on a package version a story brings in."""
-
-    id: str = Field(description="The advisory's GHSA id.")
-    severity: str = Field(description="low, medium, high, critical or unknown.")
-    summary: str = Field(default="", max_length=160, description="What is wrong, in a line.")
-    fixed: str | None = Field(default=None, description="The first version without it (none: no fix).")
-    malware: bool = Field(default=False, description="A malware advisory: no version is safe.")
-
-
-class DependencyRecord(BaseModel):
-    """A package version a story adds or upgrades, and what the Advisory Database says of it."""
-
-    ecosystem: str = Field(description="pip or npm, as GitHub names them.")
-    name: str
-    version: str = Field(description="The exact version, or the range a manifest allows.")
-    file: str = Field(description="The manifest or lockfile that names it.")
-    previous: str | None = Field(default=None, description="The version(s) it replaces.")
-    exact: bool = Field(default=True, description="False: a range, not looked up.")
-    checked: bool = Field(default=False, description="Looked up in the Advisory Database.")
-    advisories: list[AdvisoryNote] = Field(default_factory=list)
-
-
 class StoryState(BaseModel):
     """Execution record of one story."""
 
@@ -135,6 +113,9 @@ class StoryState(BaseModel):
     blocked: list[BlockedRequest] = Field(
         default_factory=list,
         description="Network requests of its agent and setup that the egress proxy refused (bounded).",
+    )
+    mcp_tools: dict[str, ToolUse] = Field(
+        default_factory=dict, description="MCP tool (`<server>__<tool>`) → its calls, over every attempt."
     )
 
 

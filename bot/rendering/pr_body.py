@@ -6,7 +6,8 @@ import re
 from collections.abc import Mapping
 
 from bot.plan import Strategy, short_hash
-from bot.plan.state import DependencyRecord, PlanState, StoryStatus
+from bot.plan.records import DependencyRecord
+from bot.plan.state import PlanState, StoryStatus
 from bot.rendering.jinja import html_inline, md_cell, template_env
 
 BATCH_MARKER = "<!-- plan-cascade:batch {repo}#{issue} {batch} -->"
@@ -90,6 +91,11 @@ def pr_body(
         for sid in story_ids
         for record in state.stories[sid].dependencies
     ]
+    mcp_tools = [
+        {"story": sid, "tool": md_cell(name), "calls": use.calls, "failed": use.failed}
+        for sid in story_ids
+        for name, use in sorted(state.stories[sid].mcp_tools.items())
+    ]
     failed = [
         {"id": sid, "reason": state.stories[sid].reason or state.stories[sid].status.value}
         for sid in batch_ids
@@ -117,6 +123,7 @@ def pr_body(
             stories=stories,
             failed=failed,
             dependencies=dependencies,
+            mcp_tools=mcp_tools,
             dependencies_more=sum(state.stories[sid].dependencies_more for sid in story_ids),
             blocked=blocked,
             integration=integration,

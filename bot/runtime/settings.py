@@ -23,6 +23,7 @@ from bot.runtime.egress_defaults import default_agent_egress
 from bot.workspace.cgroups import find_cgroups
 from bot.workspace.egress_rules import parse_egress
 from bot.workspace.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, machine_memory
+from bot.workspace.mcp_policy import McpPolicy, mcp_variables
 from bot.workspace.reaper import ProcessRegistry
 from bot.workspace.sandbox import Sandbox
 
@@ -121,6 +122,10 @@ class Settings(BaseSettings):
     machine's memory; 0: no limit."""
     sandbox_cgroup: str = Field(default="auto", validation_alias="PLAN_CASCADE_SANDBOX_CGROUP")
     """Where confined processes' cgroups are made: `auto`, `off`, or a delegated cgroup v2 folder."""
+    mcp_egress: str = Field(default="", validation_alias="PLAN_CASCADE_MCP_EGRESS")
+    """Comma-separated hosts MCP servers may reach (local ones through the egress proxy); default none."""
+    mcp_allow_all_tools: bool = Field(default=False, validation_alias="PLAN_CASCADE_MCP_ALLOW_ALL_TOOLS")
+    """Whether a repository may offer every tool of an MCP server (`tools: ["*"]`)."""
     agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
     """Whether external CLI agents may go out (through the egress proxy); builtin agents and gates never."""
     agent_egress: str | None = Field(default=None, validation_alias="PLAN_CASCADE_AGENT_EGRESS")
@@ -143,6 +148,10 @@ class Settings(BaseSettings):
             parse_egress(_hosts(self.agent_egress) or ())
         except ValueError as exc:
             raise ValueError(f"PLAN_CASCADE_AGENT_EGRESS: {exc}") from None
+        try:
+            parse_egress(self.mcp_egress_hosts())
+        except ValueError as exc:
+            raise ValueError(f"PLAN_CASCADE_MCP_EGRESS: {exc}") from None
         cgroup = self.sandbox_cgroup.strip()
         if cgroup not in ("auto", "off") and not Path(cgroup).is_absolute():
             raise ValueError(
@@ -249,6 +258,7 @@ class Settings(BaseSettings):
             setup_env={name: env[name] for name in setup_names if name in env},
             setup_egress=self.setup_egress_hosts(),
             limits=self.sandbox_limits(cgroups=(self.sandbox or default) != "off"),
+            mcp=McpPolicy(self.mcp_egress_hosts(), self.mcp_allow_all_tools, mcp_variables(env)),
         )
 
     def sandbox_limits(self, *, cgroups: bool = True) -> Limits:
@@ -275,6 +285,11 @@ class Settings(BaseSettings):
         return default_agent_egress(
             provider=self.llm_provider, base_url=self.llm_base_url, agent_env=agent_env
         )
+
+    def mcp_egress_hosts(self) -> tuple[str, ...]:
+        """The hosts of `PLAN_CASCADE_MCP_EGRESS` (none by default, or when it says `none`)."""
+        text = self.mcp_egress.strip()
+        return () if text.lower() in ("", "none") else tuple(text.replace(",", " ").split())
 
     def state_signing_key(self) -> bytes | None:
         """The key plan comments' state blocks are signed with (None: nothing to sign with).

@@ -148,6 +148,15 @@ async def agent_route(
 
 
 @contextlib.asynccontextmanager
+async def mcp_route(allowed: Sequence[str]) -> AsyncIterator[EgressRoute]:
+    """A proxy for one local MCP server of a story, to the hosts `allowed` (the operator's
+    `PLAN_CASCADE_MCP_EGRESS`, already narrowed by the repository's `egress`)."""
+    rules = Allowlist(parse_egress(allowed), who="mcp", setting="PLAN_CASCADE_MCP_EGRESS")
+    async with _route(rules, idle=IDLE_TIMEOUT, on_blocked=None) as route:
+        yield route
+
+
+@contextlib.asynccontextmanager
 async def _route(
     rules: Allowlist, *, idle: float, bodies: bool = False, on_blocked: Callable[[], None] | None
 ) -> AsyncIterator[EgressRoute]:

@@ -37,6 +37,7 @@ from bot.errors import WorkspaceError
 from bot.workspace.egress_rules import DEFAULT_AGENT_EGRESS
 from bot.workspace.gitview import GitView
 from bot.workspace.limits import Limits, describe
+from bot.workspace.mcp_policy import McpPolicy
 from bot.workspace.reaper import ProcessRegistry
 
 SandboxMode = Literal["required", "auto", "off"]
@@ -239,6 +240,8 @@ class Sandbox:
     on_blocked: Callable[[str], None] | None = field(default=None, compare=False)
     """Told of each request an egress proxy refuses, with whose it was (`agent`, `setup`): the
     server's `/metrics` counter."""
+    mcp: McpPolicy = field(default_factory=McpPolicy)
+    """What the repositories' MCP servers may reach and be given (`PLAN_CASCADE_MCP_*`)."""
 
     def problem(self) -> str | None:
         """Why bubblewrap cannot confine processes here (None when it can)."""
