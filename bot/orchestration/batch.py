@@ -143,21 +143,21 @@ def _rebased_message(branch: str, *, sid: str, batch: int) -> str:
 
 async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str]) -> bool:
     """Re-run the story on top of the merged batch branch; True when it passes its gates again."""
-    log.info("%s conflicts in %s: re-running it on top of the batch (refactor phase)", story_id, files)
-    await run.story(
-        story_id,
-        status=StoryStatus.PENDING,
-        attempts=0,
-        commit=None,
-        reason=f"conflicted in {', '.join(files[:5])}; re-running on the merged batch",
-    )
-    await run_story(
+    return await redo_story(
         run,
         story_id,
         f"refs/heads/{batch_head}",
-        phase="refactor",
+        why=f"conflicted in {', '.join(files[:5])}; re-running on the merged batch",
         feedback="Your earlier change conflicted with the merged batch in: " + ", ".join(files),
     )
+
+
+async def redo_story(run: Run, story_id: str, base_ref: str, *, why: str, feedback: str) -> bool:
+    """The story again, by its agent, on top of `base_ref` (the refactor phase), because its
+    earlier work conflicts there; True when it passed its gates again."""
+    log.info("%s: %s (refactor phase)", story_id, why)
+    await run.story(story_id, status=StoryStatus.PENDING, attempts=0, commit=None, reason=why)
+    await run_story(run, story_id, base_ref, phase="refactor", feedback=feedback)
     return run.state.stories[story_id].status == StoryStatus.PASSED
 
 

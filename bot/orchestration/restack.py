@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 
 from bot.errors import WorkspaceError
 from bot.gates.report import fenced_tail
+from bot.orchestration.batch import redo_story
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
-from bot.orchestration.story import run_story
-from bot.plan.state import StoryStatus
 from bot.workspace.worktree import Worktree, add_detached, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -161,7 +160,8 @@ async def _replay_story(
         out.conflicts[f"commit {side[:12]}"] = files
         return False
     feedback = await _conflict_feedback(wt, sid, files, fork=fork, side=side, tip=tip, onto_label=onto_label)
-    if not await _redo(run, sid, tip, files, feedback):
+    why = f"conflicted with the new base in {', '.join(files[:5])}; redone on top of it"
+    if not await redo_story(run, sid, tip, why=why, feedback=feedback):
         out.conflicts[sid] = files
         return False
     redone_tip = await _ref(run, story_branch(run.branch_prefix, sid)) or ""
@@ -237,17 +237,3 @@ async def _conflict_feedback(
         f"What the new base changed in them since {sid} was written:\n\n"
         f"{fenced_tail(theirs.stdout, budget=SIDE_CHARS)}"
     )
-
-
-async def _redo(run: Run, sid: str, tip: str, files: list[str], feedback: str) -> bool:
-    """The story again, by its agent, on top of `tip` (refactor phase); True when it passed."""
-    log.info("%s conflicts with the new base in %s: its agent redoes it (refactor phase)", sid, files)
-    await run.story(
-        sid,
-        status=StoryStatus.PENDING,
-        attempts=0,
-        commit=None,
-        reason=f"conflicted with the new base in {', '.join(files[:5])}; redone on top of it",
-    )
-    await run_story(run, sid, tip, phase="refactor", feedback=feedback)
-    return run.state.stories[sid].status == StoryStatus.PASSED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 
 from bot.errors import GitHubError
 from bot.gates.annotations import Annotation
@@ -240,7 +240,10 @@ class GitHubPublisher:
             await self.port.update_pull_request(self.repo, pr.number, title=title, body=body(draft))
         if review is not None and review.checks:
             await self._post_review(run, batch, pr.number, review)
-        await self._rollup(run, batch, outcome.head_sha, outcome.merged, integration, unmet=unmet)
+        await post_rollup(
+            self.port, self.repo, run.state, batch=batch, head=outcome.head_sha, merged=outcome.merged,
+            integration=integration, unmet=unmet,
+        )  # fmt: skip
         updated = record.model_copy(
             update={
                 "branch": branch,
@@ -298,22 +301,6 @@ class GitHubPublisher:
             await self.port.create_review(self.repo, number, commit_id=review.head, body=body, comments=lines)
         except GitHubError as exc:
             log.warning("could not post the acceptance review on #%s: %s", number, exc.message)
-
-    async def _rollup(
-        self,
-        run: Run,
-        batch: int,
-        head: str,
-        merged: list[str],
-        integration: Mapping[str, str],
-        *,
-        unmet: str | None = None,
-    ) -> None:
-        """The `plan-cascade` check on the PR head that sums up the batch."""
-        await post_rollup(
-            self.port, self.repo, run.state, batch=batch, head=head, merged=merged,
-            integration=integration, unmet=unmet,
-        )  # fmt: skip
 
     async def _hands_off(self, run: Run, batch: int, record: BatchState, branch: str) -> PlanState:
         note = messages.hands_off(branch)
