@@ -158,9 +158,16 @@ class AgentConfig(_Section):
             "none = no opinion (it never loosens the operator's setting)."
         ),
     )
-    author_name: str = Field("Plan Cascade", min_length=1, description="Git author name of agent commits.")
-    author_email: str = Field(
-        "plan-cascade[bot]@users.noreply.github.com", min_length=1, description="Git author email of commits."
+    author_name: str | None = Field(
+        None,
+        min_length=1,
+        description="Git author name of the bot's commits (null = the App's bot, `<slug>[bot]`).",
+    )
+    author_email: str | None = Field(
+        None,
+        min_length=3,
+        description="Git author email of the bot's commits (null = the App's bot's noreply address); "
+        "commits GitHub makes through its API (publishing.commits) are always the App's.",
     )
 
     @model_validator(mode="after")
@@ -271,6 +278,11 @@ class PublishingConfig(_Section):
         ge=0,
         le=3,
         description="Times a story with a criterion reviewed as not met goes back to its agent.",
+    )
+    commits: Literal["auto", "api", "git"] = Field(
+        "auto",
+        description="api = GitHub makes (and signs) the bot's commits through its API; git = git push; "
+        "auto = api where a ruleset requires signed commits (the branch or the default branch).",
     )
 
 

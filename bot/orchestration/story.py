@@ -211,9 +211,10 @@ async def _attempts(
             sha = await commit_all(
                 wt,
                 message=f"{story.id}: {story.title}",
-                author_name=run.config.agent.author_name,
-                author_email=run.config.agent.author_email,
+                author_name=run.author.name,
+                author_email=run.author.email,
                 trailers=story_trailers(run, story.id),
+                co_authors=run.author.co_authors,
             )
             head = sha or await head_sha(wt)
             # Nothing committed now: did any attempt change anything since the base? (asked only then)
@@ -230,7 +231,10 @@ async def _attempts(
                 await run.story(story.id, important=True, commit=head)
                 await run.reached("committed", story.id)
         if sha is not None and run.push:
-            await _push(run, wt.branch, head)
+            pushed = await _push(run, wt.branch, head)
+            if pushed != head:  # GitHub made the commit again (signed): the story's commit is GitHub's
+                head = pushed
+                await run.story(story.id, important=True, commit=head)
             await run.reached("pushed", story.id)
         if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
             setup, setup_head = await prepare(run, wt, home), head
@@ -366,8 +370,9 @@ async def _gates(
     )
 
 
-async def _push(run: Run, branch: str, head: str) -> None:
-    """Push a story branch (ours alone), unless the remote has it.
+async def _push(run: Run, branch: str, head: str) -> str:
+    """Push a story branch (ours alone), unless the remote has it; the commit the remote holds
+    (GitHub's own when it made the commit through its API, see `bot.publishing.verified`).
 
     The lease is what the mirror last saw of the remote branch (its fetch or our last push),
     so a push costs one round trip to the remote; only when that lease fails (the remote
@@ -375,10 +380,11 @@ async def _push(run: Run, branch: str, head: str) -> None:
     """
     seen = await run.mirror.tracking_sha(branch)
     if seen == head:
-        return
+        return head
     try:
-        await run.mirror.push(branch, expected_remote_sha=seen, force=seen is not None)
+        return await run.mirror.push(branch, expected_remote_sha=seen, force=seen is not None)
     except PushRejected:
         remote = await run.mirror.remote_sha(branch)
         if remote != head:
-            await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+            return await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+        return head
