@@ -329,3 +329,28 @@ async def test_a_stacked_pr_github_closed_with_its_base_gets_a_new_one(h: Harnes
     h.fake.merge_pull(REPO, third.number, method="squash")
     await _settle(h)
     assert _state(h).summary_posted
+
+
+async def test_a_conflict_the_agent_cannot_redo_leaves_the_branch_and_drafts_the_pr(h: Harness) -> None:
+    h.script.write_text(
+        "#!/bin/bash\nset -e\n"
+        'if grep -q "conflicts with" "$3"; then echo "cannot resolve it" >&2; exit 1; fi\n' + WRITE
+    )
+    await _run_plan(h)
+    first, second = _pulls(h)
+    h.fake.merge_pull(REPO, first.number, method="merge")
+    await _settle(h)
+    before = git("rev-parse", BATCH_2, cwd=h.remote)
+    h.fake.commit_to(REPO, "main", files={"story-003.txt": "main's own line\n"}, message="Someone's change")
+    await h.deliver(
+        "issue_comment", commented(number=1, body="/plan-cascade rebase", user="maint", association="MEMBER")
+    )
+    await _settle(h)
+    assert git("rev-parse", BATCH_2, cwd=h.remote) == before  # nothing pushed
+    (note,) = [c for c in h.comments(second.number) if "could not bring this batch onto" in c]
+    assert "STORY-003: `story-003.txt`" in note and "stays a draft" in note
+    assert h.fake.repo(REPO).pulls[second.number].draft
+    state = _state(h)
+    assert state.batches[1].draft and state.batches[1].head_sha == before
+    assert state.stories["STORY-003"].status == "passed"  # it keeps its earlier work
+    assert any("could not bring this batch onto" in c for c in h.comments(1)[-1:])

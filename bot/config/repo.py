@@ -66,6 +66,8 @@ GateName = Annotated[
     Field(pattern=r"^[a-z0-9][a-z0-9_-]*$"),
     Expect('a name of lowercase letters, digits, "-" and "_", starting with a letter or digit'),
 ]
+RESERVED_GATES = ("typecheck", "test", "lint", "setup", "dependencies")
+"""Check-run names the bot writes itself: no custom gate may take one."""
 NonEmpty = Annotated[str, Field(min_length=1)]
 SetupCommand = Annotated[str, Field(min_length=1, max_length=2000)]
 
@@ -158,17 +160,8 @@ class AgentConfig(_Section):
             "none = no opinion (it never loosens the operator's setting)."
         ),
     )
-    author_name: str | None = Field(
-        None,
-        min_length=1,
-        description="Git author name of the bot's commits (null = the App's bot, `<slug>[bot]`).",
-    )
-    author_email: str | None = Field(
-        None,
-        min_length=3,
-        description="Git author email of the bot's commits (null = the App's bot's noreply address); "
-        "commits GitHub makes through its API (publishing.commits) are always the App's.",
-    )
+    author_name: str | None = Field(None, min_length=1, description="Git author name (null = the App's bot).")
+    author_email: str | None = Field(None, min_length=3, description="Git author email (null = the bot's).")
 
     @model_validator(mode="after")
     def _check_names(self) -> AgentConfig:
@@ -210,7 +203,7 @@ class GatesConfig(_Section):
         seen: set[str] = set()
         problems = []
         for index, gate in enumerate(self.custom):
-            if gate.name in seen or gate.name in ("typecheck", "test", "lint"):
+            if gate.name in seen or gate.name in RESERVED_GATES:
                 loc = ("gates", "custom", index, "name")
                 problems.append(f'{format_key(loc)}: the gate name "{gate.name}" is already used — rename it')
             seen.add(gate.name)
@@ -252,15 +245,30 @@ class LimitsConfig(_Section):
 
 
 class PathsConfig(_Section):
-    """Paths agents may not change."""
+    """Paths agents may not change, and known fixtures the secret scan skips."""
 
     deny: list[str] = Field(
         [".github/workflows/**"], description="Globs agents may not change (** crosses dirs)."
+    )
+    secret_scan_ignore: list[NonEmpty] = Field(
+        [],
+        description="Globs of known test fixtures the secret scan before each push skips "
+        "(the server's own secrets are looked for everywhere).",
     )
 
     def denies(self, path: str) -> bool:
         """Whether `path` (relative to the repository root) matches a deny glob."""
         return is_denied(path, self.deny)
+
+
+class DependenciesConfig(_Section):
+    """Packages a story adds or upgrades, looked up in the GitHub Advisory Database."""
+
+    check: bool = Field(True, description="Look up added and upgraded packages (check run, PR body table).")
+    fail_on: Literal["low", "medium", "high", "critical", "never"] = Field(
+        "high",
+        description="Lowest advisory severity that fails the story (malware always does); never = report.",
+    )
 
 
 class PublishingConfig(_Section):
@@ -279,11 +287,7 @@ class PublishingConfig(_Section):
         le=3,
         description="Times a story with a criterion reviewed as not met goes back to its agent.",
     )
-    commits: Literal["auto", "api", "git"] = Field(
-        "auto",
-        description="api = GitHub makes (and signs) the bot's commits through its API; git = git push; "
-        "auto = api where a ruleset requires signed commits (the branch or the default branch).",
-    )
+    commits: Literal["auto", "api", "git"] = Field("auto", description="api = GitHub makes the commits.")
 
 
 class CIConfig(_Section):
@@ -326,6 +330,9 @@ class RepoConfig(_Section):
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="How approved plans run.")
     limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Budgets of one issue.")
     paths: PathsConfig = Field(default_factory=PathsConfig, description="Paths agents may not change.")
+    dependencies: DependenciesConfig = Field(
+        default_factory=DependenciesConfig, description="New dependencies checked against advisories."
+    )
     publishing: PublishingConfig = Field(
         default_factory=PublishingConfig, description="How pull requests are opened."
     )

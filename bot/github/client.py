@@ -20,6 +20,7 @@ from githubkit.exception import GitHubException
 
 from bot.errors import GitHubError, NotFound, PlanCascadeError
 from bot.github.client_actions import ActionsCalls
+from bot.github.client_advisories import AdvisoryCalls
 from bot.github.client_app import AppCalls
 from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo, translate
 from bot.github.client_git import GitDataCalls
@@ -63,7 +64,7 @@ query($id: ID!) {
 """
 
 
-class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls, GitDataCalls):
+class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls, AdvisoryCalls, GitDataCalls):
     """The GitHub port over one authenticated `githubkit.GitHub` (one installation or token)."""
 
     def __init__(

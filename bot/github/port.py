@@ -26,6 +26,7 @@ from bot.github.models import (
     ReviewComment,
 )
 from bot.github.models_actions import WorkflowJob, WorkflowRun
+from bot.github.models_advisories import Advisory
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 """A user's role on a repository, strongest first."""
@@ -211,6 +212,13 @@ class GitHubPort(Protocol):
         self, repo: str, branch: str, *, new: str, old: str | None, force: bool, repository_id: str
     ) -> None:
         """Compare-and-swap of a branch (see `bot.github.client_git`); raises `RefUpdateRefused`."""
+        ...
+
+    # The GitHub Advisory Database
+    async def list_global_advisories(
+        self, *, ecosystem: str, affects: Sequence[str], type: str = "reviewed"
+    ) -> list[Advisory]:
+        """Advisories of `type` (`reviewed`, `malware`) affecting any `name@version` of `affects`."""
         ...
 
     async def git_token(self) -> str | None: ...

@@ -18,6 +18,7 @@ from bot.agent.registry import AgentRegistry
 from bot.config.repo import RepoConfig
 from bot.db.models import PlanRecord
 from bot.db.queue import ClaimedJob
+from bot.gates.dependencies import AdvisoryCache, AdvisoryLookup
 from bot.gates.detect import GateSpec
 from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.epic import child_moved, waiting_for
@@ -152,6 +153,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         story_runner=story_runner,
         sandbox=services.sandbox_policy(),
         still_wanted=still_wanted(session, state.plan_hash),
+        advisories=AdvisoryLookup(session.port, services.extras.setdefault("advisories", AdvisoryCache())),
     )
 
 

@@ -17,6 +17,7 @@ from bot.clock import utcnow
 from bot.config.identity import CommitIdentity, commit_identity
 from bot.config.repo import RepoConfig
 from bot.errors import StalePlan, StateError
+from bot.gates.dependencies import AdvisoryLookup
 from bot.orchestration.scheduler import batch_branch
 from bot.plan.baseline import BaseCheck
 from bot.plan.state import PlanState, PlanStatus, totals, update_story
@@ -89,6 +90,8 @@ class Run:
     revised, the CI loop stopped), read afresh from the plan; None to go on."""
     protected: dict[Path, list[Path]] = field(default_factory=dict)
     """Worktree path → its paths bound read-only (listed once per worktree; see setup.protected)."""
+    advisories: AdvisoryLookup | None = None
+    """GitHub's Advisory Database for the `dependencies` check; None skips the check (local runs)."""
     base_pending: asyncio.Task[BaseCheck] | None = None
     """The base check's gates while they run beside the first batch (its setup passed already):
     its whole result, saved in the state when it is done; stories wait for it to judge their gates."""

@@ -13,11 +13,14 @@ from bot.errors import AgentError, WorkspaceError
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, conclusion, failure_feedback
 from bot.gates.run import run_gates
+from bot.orchestration.depcheck import check_dependencies
 from bot.orchestration.envcopy import reuse_base_environment, setup_files_changed
 from bot.orchestration.judging import base_judge
+from bot.orchestration.pushing import publish_story
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
+from bot.orchestration.secretgate import hold_back
 from bot.orchestration.setup import (
     SETUP_GATE,
     gate_confinement,
@@ -32,7 +35,7 @@ from bot.orchestration.setup import (
 )
 from bot.plan import Story
 from bot.plan.state import StoryStatus
-from bot.workspace.git import PushRejected
+from bot.workspace import secretscan
 from bot.workspace.policy import policy_violations, revert, violation_feedback
 from bot.workspace.removal import discard
 from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view
@@ -180,7 +183,9 @@ async def _attempts(
     """
     max_attempts = 1 + run.config.gates.max_retries
     attempt = start
+    scanned = await run.mirror.resolve(base_ref)  # what is scanned already: pushed, or the base
     while attempt < max_attempts or committed is not None:
+        resumed = committed is not None
         if committed is not None:
             attempt = max(attempt, 1)
             record = run.state.stories[story.id]
@@ -227,14 +232,21 @@ async def _attempts(
                     reason=reason or f"the agent ({result.agent}) changed nothing",
                 )
                 return
-            if sha is not None:  # saved before it is pushed: a crash from here on resumes from it
-                await run.story(story.id, important=True, commit=head)
-                await run.reached("committed", story.id)
-        if sha is not None and run.push:
-            pushed = await _push(run, wt.branch, head)
-            if pushed != head:  # GitHub made the commit again (signed): the story's commit is GitHub's
-                head = pushed
-                await run.story(story.id, important=True, commit=head)
+        if head != scanned:  # no credential leaves: the commits are undone, the agent told
+            findings = await hold_back(run, story.id, wt, since=scanned, head=head)
+            if findings:
+                feedback = secretscan.feedback(findings)
+                if attempt < max_attempts:
+                    continue
+                reason = secretscan.failure(findings, attempts=attempt)
+                await run.story(story.id, important=True, status=StoryStatus.FAILED, reason=reason)
+                return
+            scanned = head
+        if sha is not None and not resumed:  # saved before it is pushed: a crash from here on resumes from it
+            await run.story(story.id, important=True, commit=head)
+            await run.reached("committed", story.id)
+        if sha is not None and run.push:  # GitHub may make the commit again (signed): then it is GitHub's
+            head = scanned = await publish_story(run, story.id, wt.branch, head)
             await run.reached("pushed", story.id)
         if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
             setup, setup_head = await prepare(run, wt, home), head
@@ -248,7 +260,8 @@ async def _attempts(
             gates = run.state.stories[story.id].gates
             await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
             await report_setup(run, setup, scope=story.id, head=head)
-        results = await _gates(run, story, wt, home, head, attempt)
+        checked = await check_dependencies(run, story.id, base_ref=base_ref, head=head, attempt=attempt)
+        results = [*checked, *await _gates(run, story, wt, home, head, attempt)]
         failed = [r for r in results if not r.passed]
         if result.status != "finished" and not results:
             feedback = result.reason
@@ -368,23 +381,3 @@ async def _gates(
         confinement=await gate_confinement(run, wt, home),
         judge=base_judge(run, wt.path),
     )
-
-
-async def _push(run: Run, branch: str, head: str) -> str:
-    """Push a story branch (ours alone), unless the remote has it; the commit the remote holds
-    (GitHub's own when it made the commit through its API, see `bot.publishing.verified`).
-
-    The lease is what the mirror last saw of the remote branch (its fetch or our last push),
-    so a push costs one round trip to the remote; only when that lease fails (the remote
-    moved, e.g. after a crash) is the remote asked what it holds, and the push made on that.
-    """
-    seen = await run.mirror.tracking_sha(branch)
-    if seen == head:
-        return head
-    try:
-        return await run.mirror.push(branch, expected_remote_sha=seen, force=seen is not None)
-    except PushRejected:
-        remote = await run.mirror.remote_sha(branch)
-        if remote != head:
-            return await run.mirror.push(branch, expected_remote_sha=remote, force=True)
-        return head

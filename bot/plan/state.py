@@ -82,6 +82,29 @@ class CriterionCheck(BaseModel):
     evidence: str = Field(default="", max_length=400, description="Where it shows: file:line or gate output.")
 
 
+class AdvisoryNote(BaseModel):
+    """An advisory of the GitHub Advisory Database on a package version a story brings in."""
+
+    id: str = Field(description="The advisory's GHSA id.")
+    severity: str = Field(description="low, medium, high, critical or unknown.")
+    summary: str = Field(default="", max_length=160, description="What is wrong, in a line.")
+    fixed: str | None = Field(default=None, description="The first version without it (none: no fix).")
+    malware: bool = Field(default=False, description="A malware advisory: no version is safe.")
+
+
+class DependencyRecord(BaseModel):
+    """A package version a story adds or upgrades, and what the Advisory Database says of it."""
+
+    ecosystem: str = Field(description="pip or npm, as GitHub names them.")
+    name: str
+    version: str = Field(description="The exact version, or the range a manifest allows.")
+    file: str = Field(description="The manifest or lockfile that names it.")
+    previous: str | None = Field(default=None, description="The version(s) it replaces.")
+    exact: bool = Field(default=True, description="False: a range, not looked up.")
+    checked: bool = Field(default=False, description="Looked up in the Advisory Database.")
+    advisories: list[AdvisoryNote] = Field(default_factory=list)
+
+
 class StoryState(BaseModel):
     """Execution record of one story."""
 
@@ -103,6 +126,11 @@ class StoryState(BaseModel):
         description="The acceptance review's verdicts, one per criterion in order; empty = not reviewed.",
     )
     review_rounds: int = Field(default=0, description="Times the acceptance review sent the story back.")
+    dependencies: list[DependencyRecord] = Field(
+        default_factory=list,
+        description="Package versions the story adds or upgrades (those with advisories first, at most 20).",
+    )
+    dependencies_more: int = Field(default=0, description="Further package versions, checked but not kept.")
 
 
 class BatchState(BaseModel):

@@ -6,12 +6,14 @@ import re
 from collections.abc import Mapping
 
 from bot.plan import Strategy, short_hash
-from bot.plan.state import PlanState, StoryStatus
-from bot.rendering.jinja import template_env
+from bot.plan.state import DependencyRecord, PlanState, StoryStatus
+from bot.rendering.jinja import html_inline, md_cell, template_env
 
 BATCH_MARKER = "<!-- plan-cascade:batch {repo}#{issue} {batch} -->"
 _MARKER = re.compile(r"<!-- plan-cascade:batch (\S+)#(\d+) (\d+) -->")
 BODY_LIMIT = 65536
+ADVISORY_URL = "https://github.com/advisories/"
+_GHSA = re.compile(r"GHSA(?:-[0-9a-z]{4}){3}")
 
 
 def batch_marker(repo: str, issue: int, batch: int) -> str:
@@ -83,6 +85,11 @@ def pr_body(
                 "cost": record.cost_usd,
             }
         )
+    dependencies = [
+        {"story": sid, **_dependency_row(record)}
+        for sid in story_ids
+        for record in state.stories[sid].dependencies
+    ]
     failed = [
         {"id": sid, "reason": state.stories[sid].reason or state.stories[sid].status.value}
         for sid in batch_ids
@@ -102,6 +109,8 @@ def pr_body(
             short_hash=short_hash(state.plan_hash),
             stories=stories,
             failed=failed,
+            dependencies=dependencies,
+            dependencies_more=sum(state.stories[sid].dependencies_more for sid in story_ids),
             integration=integration,
             draft_reason=draft_reason,
             base_note=base_note,
@@ -116,3 +125,32 @@ def pr_body(
         note = "\n\n_(trimmed to GitHub's size limit; see the plan comment for the rest)_"
         body = body[: BODY_LIMIT - len(note)] + note
     return body
+
+
+def _cell(value: object) -> str:
+    """Untrusted text (from files an agent wrote) in a table cell: no HTML, no mention, no `|`."""
+    return md_cell(html_inline(str(value).replace("`", "'")))
+
+
+def _dependency_row(record: DependencyRecord) -> dict[str, str]:
+    """A package version's cells: untrusted names escaped, advisories linked to GitHub's pages."""
+    version = _cell(record.version) + (f" (was {_cell(record.previous)})" if record.previous else "")
+    if not record.exact:
+        status = "a range: not looked up"
+    elif not record.checked:
+        status = "not checked"
+    elif not record.advisories:
+        status = "no known advisory"
+    else:
+        notes = []
+        for note in record.advisories:
+            link = f"[{note.id}]({ADVISORY_URL}{note.id})" if _GHSA.fullmatch(note.id) else _cell(note.id)
+            kind = "malware" if note.malware else _cell(note.severity)
+            fix = f", fixed in {_cell(note.fixed)}" if note.fixed and not note.malware else ""
+            notes.append(f"⚠️ {link} ({kind}{fix})")
+        status = "; ".join(notes)
+    return {
+        "package": f"`{md_cell(record.name).replace('`', '')}` ({_cell(record.ecosystem)})",
+        "version": version,
+        "status": status,
+    }

@@ -31,6 +31,7 @@ from bot.testing import fake_github_json as j
 from bot.testing import fake_github_merge as merge
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
+from bot.testing.fake_github_advisories import advisory_routes, fixture_advisories
 from bot.testing.fake_github_faults import Faults
 from bot.testing.fake_github_gitdata import gitdata_routes
 from bot.testing.fake_github_hooks import FakeHooks
@@ -89,6 +90,8 @@ class FakeGitHub(RequestLog, GitDataHelpers):
     host for the API and the web pages (`api_url` must end in `/api/v3`)."""
     made_commits: list[str] = field(default_factory=list)
     """Commits made through `POST /git/commits`, in order."""
+    advisories: list[dict[str, Any]] = field(default_factory=fixture_advisories)
+    """The global Advisory Database `GET /advisories` serves (`fake_github_advisories`)."""
 
     def __post_init__(self) -> None:
         self.actor = self.actor or f"{self.app_slug}[bot]"
@@ -387,6 +390,7 @@ class FakeGitHub(RequestLog, GitDataHelpers):
                 *actions_routes(self),
                 *runs_routes(self),
                 *gitdata_routes(self),
+                *advisory_routes(self),
                 *self.hooks.routes(),
             ]
         ]
