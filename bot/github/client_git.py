@@ -181,33 +181,34 @@ class GitDataCalls:
     async def _move_branch_rest(
         self, repo: str, branch: str, *, new: str, old: str | None, force: bool
     ) -> None:
+        """Without `updateRefs`: a new branch by `POST /git/refs` (refused when it exists), anything
+        else by `PATCH` with `force: false` (refused unless it fast-forwards the branch); a forced
+        update only when the caller asked for one unconditionally (`old` None)."""
         owner, name = split_repo(repo)
         doing = f"move {branch} in {repo}"
-        if old is None and not force:
-            await self._pace()
-            try:
-                created = {"ref": f"refs/heads/{branch}", "sha": new}
-                await self._call("POST", f"/repos/{owner}/{name}/git/refs", doing, json=created)
-            except GitHubError as exc:
-                if exc.status == 422:
-                    raise RefUpdateRefused(exc.message, status=422) from exc
-                raise
-            return
-        if force:
-            raise RefUpdateRefused(
-                f"cannot replace {branch} in {repo} safely: this GitHub has no GraphQL `updateRefs` "
-                "(a compare-and-swap), and a forced REST update could overwrite someone's push",
-                status=422,
-            )
-        await self._pace(creates=False)
+        ref_url = f"/repos/{owner}/{name}/git/refs/heads/{_path(branch)}"
         try:
-            await self._call(
-                "PATCH",
-                f"/repos/{owner}/{name}/git/refs/heads/{_path(branch)}",
-                doing,
-                json={"sha": new, "force": False},
-            )
+            if old is None:
+                await self._pace()
+                try:
+                    created = {"ref": f"refs/heads/{branch}", "sha": new}
+                    await self._call("POST", f"/repos/{owner}/{name}/git/refs", doing, json=created)
+                    return
+                except GitHubError as exc:
+                    if exc.status != 422 or not force:
+                        raise
+                await self._pace(creates=False)  # it exists, and the caller asked to push anyway
+                await self._call("PATCH", ref_url, doing, json={"sha": new, "force": True})
+                return
+            await self._pace(creates=False)
+            await self._call("PATCH", ref_url, doing, json={"sha": new, "force": False})
         except GitHubError as exc:
-            if exc.status == 422:
-                raise RefUpdateRefused(exc.message, status=422) from exc
-            raise
+            if exc.status != 422:
+                raise
+            why = exc.message
+            if force and old is not None:
+                why += (
+                    " (this GitHub has no GraphQL `updateRefs`, the compare-and-swap a branch whose history "
+                    "is replaced needs: the bot never forces such an update blind)"
+                )
+            raise RefUpdateRefused(why, status=422) from exc

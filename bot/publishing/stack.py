@@ -252,6 +252,10 @@ class StackKeeper:
             pushed = await run.mirror.push(branch, expected_remote_sha=record.head_sha, force=True)
         except PushRejected:
             return await self._still_ours(number, branch, onto=onto, exclude=[])
+        except WorkspaceError as exc:  # GitHub refused for another reason (a rule): said on the PR
+            log.warning("could not publish the rebuilt batch %s: %s", number, exc.message)
+            await self._comment(number, say.rebuild_error(onto=onto, cause=cause, error=exc.message))
+            return False
         # GitHub's own commits when it made them through its API (the local branches hold them now).
         rebuilt.head = pushed
         rebuilt.replayed = {sid: run.mirror.published_as(sha) for sid, sha in rebuilt.replayed.items()}

@@ -98,7 +98,10 @@ class ApiPusher:
                 repository_id=await self._repo_id(),
             )
         except RefUpdateRefused as exc:
-            raise PushRejected(f"GitHub refused to move {branch} to {head[:12]}: {exc.message}") from exc
+            said = f"GitHub refused to move {branch} to {head[:12]}: {exc.message}"
+            if await mirror.remote_sha(branch) != expected_remote_sha:
+                raise PushRejected(said) from exc  # someone pushed: the caller's lease rules apply
+            raise WorkspaceError(said) from exc  # a rule of the repository (or of this GitHub)
         self.tally.ref_updates += 1
         await take_back(mirror, branch, head, made)
         if made:

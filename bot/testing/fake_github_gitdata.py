@@ -292,6 +292,9 @@ def move(fake: FakeGitHub, repo: FakeRepo, branch: str, new: str, old: str | Non
 def update_refs(fake: FakeGitHub, variables: dict[str, Any]) -> Response:
     """GraphQL `updateRefs`: every update is checked first (its `beforeOid`, a fast-forward unless
     `force`, the rules), then all are made; one refused, none is made."""
+    if not fake.graphql_update_refs:
+        error = {"message": "Field 'updateRefs' doesn't exist on type 'Mutation'", "path": ["mutation"]}
+        return JSONResponse({"errors": [error]})
     repo = next((r for r in fake.repos.values() if f"R_{r.id}" == variables.get("repo")), None)
     if repo is None or repo.git_dir is None:
         message = f"Could not resolve to a node with the global id of '{variables.get('repo')}'"

@@ -56,6 +56,8 @@ class GitDataHelpers:
     repos: dict[str, FakeRepo]
     urls: Any
     actor: str
+    graphql_update_refs: bool = True
+    """False: a GitHub whose GraphQL has no `updateRefs` (an older Enterprise Server)."""
 
     def _user(self, login: str) -> dict[str, Any]:
         raise NotImplementedError

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.errors import WorkspaceError
 from bot.github import GitHubKitPort, token_port
 from bot.publishing.commit_mode import CommitPublisher
 from bot.testing.fake_github import FakeGitHub
@@ -138,6 +139,52 @@ async def test_a_concurrent_push_is_never_overwritten(
     # On a lease that holds, the restack goes through.
     pushed = await mirror.push(BRANCH, expected_remote_sha=theirs, force=True)
     assert fake.branch_head(REPO, BRANCH) == pushed
+
+
+async def test_without_update_refs_only_safe_rest_updates_are_made(
+    mirror: Mirror, fake: FakeGitHub, tmp_path: Path
+) -> None:
+    """An Enterprise Server whose GraphQL lacks `updateRefs`: create and fast-forward through REST;
+    a history replaced is refused (no compare-and-swap), never forced."""
+    fake.graphql_update_refs = False
+    base = git("rev-parse", "refs/remotes/origin/main", cwd=mirror.path)
+    git(
+        "update-ref",
+        f"refs/heads/{BRANCH}",
+        _commit(mirror, base, {"a.txt": b"1\n"}, "one", tmp_path),
+        cwd=mirror.path,
+    )
+    first = await mirror.push(BRANCH, expected_remote_sha=None)
+    git(
+        "update-ref",
+        f"refs/heads/{BRANCH}",
+        _commit(mirror, first, {"a.txt": b"2\n"}, "two", tmp_path),
+        cwd=mirror.path,
+    )
+    second = await mirror.push(BRANCH, expected_remote_sha=first, force=True)  # a fast-forward: fine
+    assert fake.branch_head(REPO, BRANCH) == second and fake.verified(REPO, second)
+    assert fake.requests_to("POST", rf"/repos/{REPO}/git/refs") and fake.requests_to(
+        "PATCH", rf"/repos/{REPO}/git/refs/heads/.*"
+    )
+    git(
+        "update-ref",
+        f"refs/heads/{BRANCH}",
+        _commit(mirror, base, {"a.txt": b"3\n"}, "three", tmp_path),
+        cwd=mirror.path,
+    )
+    with pytest.raises(WorkspaceError, match="updateRefs"):  # a restack: refused, and said why
+        await mirror.push(BRANCH, expected_remote_sha=second, force=True)
+    assert fake.branch_head(REPO, BRANCH) == second
+    theirs = fake.commit_to(REPO, BRANCH, files={"theirs.txt": "mine"}, author="maint")
+    git(
+        "update-ref",
+        f"refs/heads/{BRANCH}",
+        _commit(mirror, second, {"a.txt": b"4\n"}, "four", tmp_path),
+        cwd=mirror.path,
+    )
+    with pytest.raises(PushRejected):  # a concurrent push: the lease rules
+        await mirror.push(BRANCH, expected_remote_sha=second, force=True)
+    assert fake.branch_head(REPO, BRANCH) == theirs
 
 
 async def test_a_crash_after_github_moved_the_branch_adopts_its_commit(
