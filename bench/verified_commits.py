@@ -85,13 +85,15 @@ async def main(files: int, binary: int, latency: float, runs: int) -> None:
                 requests.append((len(sent), sum(r.method != "GET" for r in sent)))
                 writes.append(throttle.created_last_hour() - admitted)
                 assert fake.verified(REPO, head) and head != local
-                assert git("rev-parse", f"{head}^{{tree}}", cwd=remote) == git("rev-parse", f"{local}^{{tree}}", cwd=remote)
+                made_tree = git("rev-parse", f"{head}^{{tree}}", cwd=remote)
+                assert made_tree == git("rev-parse", f"{local}^{{tree}}", cwd=via_api.path)
                 other = f"plain/{n}"
                 git("fetch", "-q", str(via_api.path), f"{local}:refs/heads/{other}", cwd=via_git.path)
                 start = time.perf_counter()
                 await via_git.push(other, expected_remote_sha=None)
                 git_times.append(time.perf_counter() - start)
-            print(f"{files} files ({binary} binary), GitHub answering after {latency * 1000:.0f} ms, {runs} runs")
+            delay = f"{latency * 1000:.0f} ms"
+            print(f"{files} files ({binary} binary), GitHub answering after {delay}, {runs} runs")
             print(f"  API commit: median {statistics.median(api_times):.2f} s "
                   f"(min {min(api_times):.2f}, max {max(api_times):.2f})")  # fmt: skip
             print(f"    requests per push: {sorted(set(requests))} (all, of which writes); "

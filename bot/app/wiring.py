@@ -126,7 +126,8 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     async def slug() -> str | None:
         port = GitHubKitPort(app_github())
         found = await port.get_app_slug()
-        services.identity.page = await port.get_app_page()  # the same answer: no other request
+        if found:  # the same answer named the App's page: no other request
+            services.identity.page = await port.get_app_page()
         return found
 
     async def identity() -> Identity:
