@@ -61,7 +61,7 @@ async def main(files: int, binary: int, latency: float, runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         remote = make_remote(tmp)
-        fake = FakeGitHub(api_url="http://127.0.0.1/api/v3", latency=latency)
+        fake = FakeGitHub(api_url="http://127.0.0.1", latency=latency)
         fake.add_repo(REPO, clone_url=f"file://{remote}")
         with serve(fake) as api:
             throttle = Throttle(per_minute=80, per_hour=500, min_interval=1.0)
