@@ -13,8 +13,8 @@ restack's non-fast-forward included). The mirror then takes GitHub's commits bac
 merges, restacks and resumes build on them.
 
 A crash after GitHub moved the branch but before the mirror took its commits leaves the
-branch on GitHub's copy of the local head: the next push recognises it (same tree, message
-and parents' trees) and adopts it instead of making it a third time.
+branch on GitHub's copy of the local head: the mirror wrote down which commit GitHub made of
+which before the branch moved, so the next push adopts GitHub's copy instead of making another.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from bot.errors import WorkspaceError
 from bot.github.client_git import RefUpdateRefused
 from bot.github.port import GitHubPort
-from bot.workspace.commits import LocalCommit, blob, same_work, take_back, to_publish
+from bot.workspace.commits import LocalCommit, blob, take_back, to_publish
 from bot.workspace.git import PushRejected
 from bot.workspace.mirror import Mirror
 
@@ -77,8 +77,8 @@ class ApiPusher:
         local = await mirror.resolve(f"refs/heads/{branch}")
         if expected_remote_sha == local:
             return local
-        if expected_remote_sha is not None and await same_work(mirror, local, expected_remote_sha):
-            log.info("%s on GitHub is %s made again: adopted", branch, local[:12])
+        if expected_remote_sha is not None and mirror.published_as(local) == expected_remote_sha:
+            log.info("%s on GitHub is GitHub's copy of %s (made before a crash): adopted", branch, local[:12])
             await take_back(mirror, branch, expected_remote_sha, {local: expected_remote_sha})
             return expected_remote_sha
         commits = await to_publish(mirror, local)
@@ -88,6 +88,7 @@ class ApiPusher:
         for commit in commits:
             made[commit.sha] = await self._commit(mirror, commit, made)
         head = made.get(local, local)
+        mirror.remember(made)  # before the branch moves: a crash from here on adopts GitHub's copies
         try:
             await self.port.move_branch(
                 self.repo,
@@ -99,9 +100,11 @@ class ApiPusher:
             )
         except RefUpdateRefused as exc:
             said = f"GitHub refused to move {branch} to {head[:12]}: {exc.message}"
-            if await mirror.remote_sha(branch) != expected_remote_sha:
-                raise PushRejected(said) from exc  # someone pushed: the caller's lease rules apply
-            raise WorkspaceError(said) from exc  # a rule of the repository (or of this GitHub)
+            remote = await mirror.remote_sha(branch)
+            if remote != head:  # (at `head` already: up to date, as `git push` says)
+                if remote != expected_remote_sha:
+                    raise PushRejected(said) from exc  # someone pushed: the caller's lease rules apply
+                raise WorkspaceError(said) from exc  # a rule of the repository (or of this GitHub)
         self.tally.ref_updates += 1
         await take_back(mirror, branch, head, made)
         if made:

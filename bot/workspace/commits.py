@@ -132,32 +132,11 @@ async def blob(mirror: Mirror, sha: str) -> bytes:
     return found.raw
 
 
-async def same_work(mirror: Mirror, ours: str, theirs: str) -> bool:
-    """Whether commit `theirs` is `ours` made again (by GitHub): the same tree and message, and
-    parents with the same trees, in order."""
-    if ours == theirs:
-        return True
-    try:
-        a_tree, a_parents, a_message, _ = await read_commit(mirror, ours)
-        b_tree, b_parents, b_message, _ = await read_commit(mirror, theirs)
-    except WorkspaceError:
-        return False
-    if a_tree != b_tree or a_message.rstrip() != b_message.rstrip() or len(a_parents) != len(b_parents):
-        return False
-    for a, b in zip(a_parents, b_parents, strict=True):
-        if a == b:
-            continue
-        trees = await mirror.git("rev-parse", f"{a}^{{tree}}", f"{b}^{{tree}}", check=False)
-        pair = trees.stdout.split()
-        if trees.returncode != 0 or len(pair) != 2 or pair[0] != pair[1]:
-            return False
-    return True
-
-
 async def take_back(mirror: Mirror, branch: str, head: str, made: dict[str, str]) -> None:
-    """After GitHub moved `branch` to `head` (its commits `made` of the local ones): fetch the
-    branch, check the mirror has `head`, and point every local branch that held a commit GitHub
-    made again at GitHub's commit (a compare-and-swap per ref), `branch` itself at `head`."""
+    """After GitHub moved `branch` to `head` (its commits `made` of the local ones, remembered by
+    the mirror before): fetch the branch, check the mirror has `head`, and point every local branch
+    that held a commit GitHub made again at GitHub's commit (a compare-and-swap per ref), `branch`
+    itself at `head`."""
     await mirror.git(
         "fetch", "--no-tags", "--force", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}",
         remote=True,
@@ -168,7 +147,6 @@ async def take_back(mirror: Mirror, branch: str, head: str, made: dict[str, str]
             f"GitHub moved {branch} to {head[:12]}, but the commit could not be fetched back (someone "
             "pushed over it at once?): the mirror keeps its own commits"
         )
-    mirror.published.update(made)
     if made:
         refs = await mirror.git("for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
         for line in refs.stdout.splitlines():

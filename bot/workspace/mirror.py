@@ -57,6 +57,8 @@ MIRROR_CONFIG_KEYS = frozenset(
     }
 )
 """What `git clone --bare` and the bot write into a mirror's config; anything else is foreign."""
+MADE_FILE = "plan-cascade-made"
+"""In a mirror: `<local commit> <GitHub's copy>` per line, for commits GitHub made through its API."""
 
 
 def mirror_slug(clone_url: str) -> str:
@@ -115,8 +117,8 @@ class Mirror:
         self.root = root
         self.pusher = pusher
         """How `push` publishes; None: `git push`."""
-        self.published: dict[str, str] = {}
-        """Local commit → the commit GitHub made of it through its API (same tree and message)."""
+        self._published: dict[str, str] | None = None
+        """Local commit → the commit GitHub made of it through its API (`MADE_FILE`, read once)."""
         self.clone_url = clone_url
         self.path = root / "mirrors" / f"{mirror_slug(clone_url)}.git"
         self._token_provider = token_provider
@@ -312,7 +314,30 @@ class Mirror:
 
     def published_as(self, sha: str) -> str:
         """What the remote holds for local commit `sha`: GitHub's commit made of it, or itself."""
-        return self.published.get(sha, sha)
+        return self._made().get(sha, sha)
+
+    def remember(self, made: Mapping[str, str]) -> None:
+        """Keep `made` (local commit → GitHub's copy) in the mirror, before GitHub's branch moves:
+        after a crash the next push knows GitHub's copy of its commit and adopts it."""
+        if not made:
+            return
+        known = self._made()
+        with (self.path / MADE_FILE).open("a") as out:
+            out.write("".join(f"{local} {github}\n" for local, github in made.items()))
+        known.update(made)
+
+    def _made(self) -> dict[str, str]:
+        if self._published is None:
+            self._published = {}
+            try:
+                text = (self.path / MADE_FILE).read_text()
+            except OSError:
+                text = ""
+            for line in text.splitlines():
+                local, _, github = line.partition(" ")
+                if _SHA.match(local) and _SHA.match(github):
+                    self._published[local] = github
+        return self._published
 
     async def git_push(self, branch: str, *, expected_remote_sha: str | None, force: bool = False) -> None:
         """`git push` of local ``refs/heads/<branch>`` (see `push`); raises :class:`PushRejected`."""

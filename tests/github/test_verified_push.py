@@ -195,7 +195,8 @@ async def test_a_crash_after_github_moved_the_branch_adopts_its_commit(
     git("update-ref", f"refs/heads/{BRANCH}", local, cwd=mirror.path)
     made = await mirror.push(BRANCH, expected_remote_sha=None)
     git("update-ref", f"refs/heads/{BRANCH}", local, cwd=mirror.path)  # as if the mirror never took it back
-    again = await mirror.push(BRANCH, expected_remote_sha=made, force=True)
+    restarted = Mirror(root=mirror.root, clone_url=mirror.clone_url, pusher=mirror.pusher)  # a new process
+    again = await restarted.push(BRANCH, expected_remote_sha=made, force=True)
     assert again == made and fake.made_commits == [made]
     assert git("rev-parse", f"refs/heads/{BRANCH}", cwd=mirror.path) == made
 
