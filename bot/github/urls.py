@@ -79,5 +79,5 @@ def app_page(web: str, slug: str) -> str:
 def co_author(name: str, email: str) -> str:
     """A `Co-authored-by:` trailer's value (name and address without line breaks or brackets)."""
     address = re.sub(r"[\r\n<> ]", "", email)
-    clean = re.sub(r"[\r\n<>]", "", name).strip() or address
+    clean = " ".join(re.sub(r"[<>]", "", name).split()) or address
     return f"{clean} <{address}>"
