@@ -54,7 +54,8 @@ def test_default_values_match_the_public_contract() -> None:
         "tool_timeout_seconds": 120,
         "output_limit_chars": 20_000,
     }
-    assert config.agent.author_email == "plan-cascade[bot]@users.noreply.github.com"
+    # The App's own bot unless the repository names another author (learned from GitHub).
+    assert (config.agent.author_name, config.agent.author_email) == (None, None)
     assert (config.gates.timeout_seconds, config.gates.max_retries, config.gates.detect) == (900, 2, True)
     assert config.execution.model_dump() == {
         "max_parallel": 3,
@@ -69,6 +70,7 @@ def test_default_values_match_the_public_contract() -> None:
     assert config.paths.deny == [".github/workflows/**"]
     assert config.publishing.labels == ["plan-cascade"]
     assert config.publishing.draft_on_failure is True
+    assert config.publishing.commits == "auto"
 
 
 def test_story_types_match_the_plan_model() -> None:

@@ -125,7 +125,11 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
         return state["app"]
 
     async def slug() -> str | None:
-        return await GitHubKitPort(app_github()).get_app_slug()
+        port = GitHubKitPort(app_github())
+        found = await port.get_app_slug()
+        if found:  # the same answer named the App's page: no other request
+            services.identity.page = await port.get_app_page()
+        return found
 
     async def identity() -> Identity:
         """This App: its id (the settings', as its JWTs say) and its bot (the slug, learned once)."""

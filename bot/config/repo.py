@@ -166,10 +166,8 @@ class AgentConfig(_Section):
         max_length=20,
         description="MCP servers whose allowed tools agents get (see agent.mcp_servers.<name>).",
     )
-    author_name: str = Field("Plan Cascade", min_length=1, description="Git author name of agent commits.")
-    author_email: str = Field(
-        "plan-cascade[bot]@users.noreply.github.com", min_length=1, description="Git author email of commits."
-    )
+    author_name: str | None = Field(None, min_length=1, description="Git author name (null = the App's bot).")
+    author_email: str | None = Field(None, min_length=3, description="Git author email (null = the bot's).")
 
     @model_validator(mode="after")
     def _check_names(self) -> AgentConfig:
@@ -295,6 +293,7 @@ class PublishingConfig(_Section):
         le=3,
         description="Times a story with a criterion reviewed as not met goes back to its agent.",
     )
+    commits: Literal["auto", "api", "git"] = Field("auto", description="api = GitHub makes the commits.")
 
 
 class CIConfig(_Section):

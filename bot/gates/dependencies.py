@@ -122,6 +122,7 @@ def _attribute(advisory: Advisory, answers: dict[Key, list[AdvisoryNote]]) -> No
                     summary=" ".join(advisory.summary.split())[:160],
                     fixed=vuln.first_patched_version,
                     malware=advisory.type == "malware",
+                    url=advisory.html_url or None,
                 )
             )
 

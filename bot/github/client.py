@@ -25,6 +25,7 @@ from bot.github.client_actions import ActionsCalls
 from bot.github.client_advisories import AdvisoryCalls
 from bot.github.client_app import AppCalls
 from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo, translate
+from bot.github.client_git import GitDataCalls
 from bot.github.client_pulls import PullsAndChecks
 from bot.github.client_writes import QueuedWrites, issue_key
 from bot.github.idempotent import RETRY_DELAYS, create_once, matching_comment, matching_issue, since
@@ -67,7 +68,7 @@ query($id: ID!) {
 """
 
 
-class GitHubKitPort(QueuedWrites, PullsAndChecks, ActionsCalls, AppCalls, AdvisoryCalls):
+class GitHubKitPort(QueuedWrites, PullsAndChecks, ActionsCalls, AppCalls, AdvisoryCalls, GitDataCalls):
     """The GitHub port over one authenticated `githubkit.GitHub` (one installation or token)."""
 
     def __init__(
@@ -89,6 +90,7 @@ class GitHubKitPort(QueuedWrites, PullsAndChecks, ActionsCalls, AppCalls, Adviso
         self._identity = identity
         self._headers = {"X-GitHub-Api-Version": api_version}
         self._app_slug: str | None = None
+        self._app_page: str | None = None
         self._token: tuple[str, datetime] | None = None
 
     @property
@@ -306,8 +308,17 @@ class GitHubKitPort(QueuedWrites, PullsAndChecks, ActionsCalls, AppCalls, Adviso
                     return None
                 raise
             data: Any = resp.json()
-            self._app_slug = data.get("slug") if isinstance(data, dict) else None
+            if isinstance(data, dict):
+                self._app_slug = data.get("slug") or None
+                self._app_page = data.get("html_url") or None
         return self._app_slug
+
+    async def get_app_page(self) -> str | None:
+        """The App's own page as GitHub names it (`GET /app` → `html_url`: on an Enterprise Server
+        under its host); None when not authenticated as an App."""
+        if self._app_slug is None:
+            await self.get_app_slug()
+        return self._app_page
 
     async def git_token(self) -> str | None:
         """A token for git over https (user `x-access-token`); None when auth has no token."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from bot.github.client_git import MadeCommit
 from bot.github.models import (
     CheckRun,
     Comment,
@@ -199,6 +200,33 @@ class GitHubPort(Protocol):
     async def mark_ready_for_review(self, repo: str, node_id: str) -> None: ...
 
     async def get_app_slug(self) -> str | None: ...
+
+    async def get_app_page(self) -> str | None:
+        """The App's page (`GET /app` → `html_url`); None when the token is not the App's."""
+        ...
+
+    async def get_user_id(self, login: str) -> int | None: ...
+
+    # The Git database: commits GitHub makes (and signs) itself
+    async def create_blob(self, repo: str, content: bytes) -> str: ...
+
+    async def create_tree(
+        self, repo: str, *, base_tree: str | None, entries: list[dict[str, Any]]
+    ) -> str: ...
+
+    async def create_commit(
+        self, repo: str, *, message: str, tree: str, parents: list[str]
+    ) -> MadeCommit: ...
+
+    async def has_commit(self, repo: str, sha: str) -> bool: ...
+
+    async def branch_rules(self, repo: str, branch: str) -> list[str]: ...
+
+    async def move_branch(
+        self, repo: str, branch: str, *, new: str, old: str | None, force: bool, repository_id: str
+    ) -> None:
+        """Compare-and-swap of a branch (see `bot.github.client_git`); raises `RefUpdateRefused`."""
+        ...
 
     # The GitHub Advisory Database
     async def list_global_advisories(

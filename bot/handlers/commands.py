@@ -167,7 +167,7 @@ async def _command(session: Session, event: Event, cmd: Command) -> None:
 @command("help")
 async def _help(session: Session, cmd: Command, author: Author) -> None:
     trigger = session.config.trigger_label if session.config else "plan-cascade"
-    await session.reply(messages.help_text(session.app_slug, trigger))
+    await session.reply(messages.help_text(session.app_url, trigger))
 
 
 @command("plan")

@@ -130,10 +130,12 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
     story_runner = None
     if config.execution.backend == "actions":
         story_runner = actions_story_runner(session, config)
+    approvers = [a.user for a in state.current_approvals()]
     return Run(
         state=state,
         config=config,
         mirror=mirror,
+        identity=await session.commit_identity(approvers),
         base_branch=config.execution.base_branch or session.default_branch,
         branch_prefix=f"plan-cascade/{session.issue}",
         work_root=data / "worktrees" / slug / str(session.issue),

@@ -53,7 +53,7 @@ def render(session: Session, state: PlanState, *, state_block: str | None = None
         state,
         estimate=_estimate(state, config, model=_agent_model(session, config)),
         trigger_label=config.trigger_label if config else DEFAULT_TRIGGER_LABEL,
-        app_slug=session.app_slug,
+        app_url=session.app_url,
         state_block=state_block,
     )
 

@@ -37,7 +37,7 @@ async def on_pr_command(session: Session, cmd: Command, *, author: Author, pr_nu
     if cmd.name == "help":
         await session.reply(
             messages.help_text(
-                session.app_slug, session.config.trigger_label if session.config else "plan-cascade"
+                session.app_url, session.config.trigger_label if session.config else "plan-cascade"
             )
         )
         return

@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.config.errors import config_error
+from bot.config.identity import CommitIdentity
 from bot.config.load import load_repo_config
 from bot.config.mcp import operator_problems
-from bot.config.repo import CONFIG_PATH, RepoConfig, format_config_problems_markdown
+from bot.config.repo import CONFIG_PATH, AgentConfig, RepoConfig, format_config_problems_markdown
 from bot.environment.setup import READ_FILES, files_to_read
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue
 from bot.github.port import GitHubPort
+from bot.publishing.commit_mode import CommitPublisher
 from bot.rendering import messages
 from bot.store.permissions import WRITE_ROLES, PermissionCache, Verdict, may_act, may_start
 from bot.store.plans import LoadedPlan, PlanStore, require_identity
@@ -99,12 +101,28 @@ class Session:
         return self.config if self._config_read else await self.load_config()
 
     def mirror(self) -> Mirror:
-        """The server's bare mirror of this repository (under the data dir), fetched with our token."""
+        """The server's bare mirror of this repository (under the data dir), fetched with our token;
+        its pushes go as `publishing.commits` says (GitHub may make the commits, signed)."""
         assert self.clone_url, "a repository without a clone URL has no mirror"
+        mode = self.config.publishing.commits if self.config is not None else "auto"
+        pusher = CommitPublisher(self.port, self.repo, mode=mode, default_branch=self.default_branch)
         return Mirror(
             root=self.services.settings.data_dir.resolve(),
             clone_url=self.clone_url,
             token_provider=self.port.git_token,
+            pusher=pusher,
+        )
+
+    @property
+    def app_url(self) -> str | None:
+        """The App's page (GitHub's `html_url` for it, or derived from the server's web root)."""
+        return self.services.identity.app_url(self.app_slug)
+
+    async def commit_identity(self, approvers: Sequence[str] = ()) -> CommitIdentity:
+        """Who the bot's commits here are by, crediting `approvers` (see `bot.runtime.identity`)."""
+        agent = self.config.agent if self.config is not None else AgentConfig()
+        return await self.services.identity.commits(
+            self.port, agent, bot_login=self.bot_login, approvers=approvers
         )
 
     async def trigger_label(self, *, asked: str | None = None) -> str:

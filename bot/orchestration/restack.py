@@ -107,7 +107,7 @@ async def _replay(
 ) -> None:
     """The old batch's first-parent commits, one by one, on top of `out.onto`; `out.head` is set
     when all of them came over."""
-    identity = (run.config.agent.author_name, run.config.agent.author_email)
+    identity = (run.author.name, run.author.email)
     mapping: dict[str, str] = {}
     tip = out.onto
     for commit, *parents in chain:
@@ -147,7 +147,7 @@ async def _replay_story(
     listed = await wt.git("rev-list", "--reverse", "--no-merges", side, f"^{first}", *negative, "--")
     own = listed.stdout.split()
     fork = (await wt.git("merge-base", first, side)).stdout.strip()
-    identity = (run.config.agent.author_name, run.config.agent.author_email)
+    identity = (run.author.name, run.author.email)
     files = await _cherry_pick(wt, mapping.get(fork, out.onto), own, identity)
     if files is None:
         story_tip = (await wt.git("rev-parse", "HEAD")).stdout.strip()

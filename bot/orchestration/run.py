@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.clock import utcnow
+from bot.config.identity import CommitIdentity, commit_identity
 from bot.config.repo import RepoConfig
 from bot.errors import StalePlan, StateError
 from bot.gates.dependencies import AdvisoryLookup
@@ -95,8 +96,16 @@ class Run:
     base_pending: asyncio.Task[BaseCheck] | None = None
     """The base check's gates while they run beside the first batch (its setup passed already):
     its whole result, saved in the state when it is done; stories wait for it to judge their gates."""
+    identity: CommitIdentity | None = None
+    """Who the run's commits are by (the App's bot, learned from GitHub) and whom story commits
+    credit; None: the repository config's author, else the defaults."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _unsaved: list[Callable[[PlanState], PlanState]] = field(default_factory=list)
+
+    @property
+    def author(self) -> CommitIdentity:
+        """The identity of the run's commits."""
+        return self.identity or commit_identity(self.config.agent)
 
     async def update(self, change: Callable[[PlanState], PlanState], *, important: bool = False) -> PlanState:
         """Apply a change to the state and save it before going on.

@@ -16,6 +16,7 @@ from bot.gates.run import run_gates
 from bot.orchestration.depcheck import check_dependencies
 from bot.orchestration.envcopy import reuse_base_environment, setup_files_changed
 from bot.orchestration.judging import base_judge
+from bot.orchestration.pushing import publish_story
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
@@ -36,7 +37,6 @@ from bot.plan import Story
 from bot.plan.records import add_tool_uses
 from bot.plan.state import StoryStatus
 from bot.workspace import secretscan
-from bot.workspace.git import PushRejected
 from bot.workspace.policy import policy_violations, revert, violation_feedback
 from bot.workspace.worktree import Worktree, add_worktree, cleanup, commit_all, head_sha, sandbox_view
 
@@ -197,9 +197,10 @@ async def _attempts(
             sha = await commit_all(
                 wt,
                 message=f"{story.id}: {story.title}",
-                author_name=run.config.agent.author_name,
-                author_email=run.config.agent.author_email,
+                author_name=run.author.name,
+                author_email=run.author.email,
                 trailers=story_trailers(run, story.id),
+                co_authors=run.author.co_authors,
             )
             head = sha or await head_sha(wt)
             # Nothing committed now: did any attempt change anything since the base? (asked only then)
@@ -225,8 +226,8 @@ async def _attempts(
         if sha is not None and not resumed:  # saved before it is pushed: a crash from here on resumes from it
             await run.story(story.id, important=True, commit=head)
             await run.reached("committed", story.id)
-        if sha is not None and run.push:
-            await _push(run, wt.branch, head)
+        if sha is not None and run.push:  # GitHub may make the commit again (signed): then it is GitHub's
+            head = scanned = await publish_story(run, story.id, wt.branch, head)
             await run.reached("pushed", story.id)
         if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
             setup, setup_head = await prepare(run, wt, home), head
@@ -364,21 +365,3 @@ async def _gates(
         confinement=await gate_confinement(run, wt, home),
         judge=base_judge(run, wt.path),
     )
-
-
-async def _push(run: Run, branch: str, head: str) -> None:
-    """Push a story branch (ours alone), unless the remote has it.
-
-    The lease is what the mirror last saw of the remote branch (its fetch or our last push),
-    so a push costs one round trip to the remote; only when that lease fails (the remote
-    moved, e.g. after a crash) is the remote asked what it holds, and the push made on that.
-    """
-    seen = await run.mirror.tracking_sha(branch)
-    if seen == head:
-        return
-    try:
-        await run.mirror.push(branch, expected_remote_sha=seen, force=seen is not None)
-    except PushRejected:
-        remote = await run.mirror.remote_sha(branch)
-        if remote != head:
-            await run.mirror.push(branch, expected_remote_sha=remote, force=True)

@@ -14,6 +14,7 @@ class AdvisoryNote(BaseModel):
     summary: str = Field(default="", max_length=160, description="What is wrong, in a line.")
     fixed: str | None = Field(default=None, description="The first version without it (none: no fix).")
     malware: bool = Field(default=False, description="A malware advisory: no version is safe.")
+    url: str | None = Field(default=None, description="The advisory's page, as GitHub named it (`html_url`).")
 
 
 class DependencyRecord(BaseModel):

@@ -331,4 +331,4 @@ async def authored_by_bot(run: Run, sha: str) -> bool:
         out = await run.mirror.git("log", "-1", "--format=%ae", sha, check=False)
     except GitHubError:
         return False
-    return out.stdout.strip().lower() == run.config.agent.author_email.lower()
+    return run.author.ours(out.stdout)

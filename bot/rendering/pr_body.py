@@ -13,7 +13,6 @@ from bot.rendering.jinja import html_inline, md_cell, template_env
 BATCH_MARKER = "<!-- plan-cascade:batch {repo}#{issue} {batch} -->"
 _MARKER = re.compile(r"<!-- plan-cascade:batch (\S+)#(\d+) (\d+) -->")
 BODY_LIMIT = 65536
-ADVISORY_URL = "https://github.com/advisories/"
 _GHSA = re.compile(r"GHSA(?:-[0-9a-z]{4}){3}")
 
 
@@ -148,7 +147,8 @@ def _cell(value: object) -> str:
 
 
 def _dependency_row(record: DependencyRecord) -> dict[str, str]:
-    """A package version's cells: untrusted names escaped, advisories linked to GitHub's pages."""
+    """A package version's cells: untrusted names escaped, advisories linked to their pages as
+    GitHub named them (`html_url`: on an Enterprise Server, its own host)."""
     version = _cell(record.version) + (f" (was {_cell(record.previous)})" if record.previous else "")
     if not record.exact:
         status = "a range: not looked up"
@@ -159,7 +159,9 @@ def _dependency_row(record: DependencyRecord) -> dict[str, str]:
     else:
         notes = []
         for note in record.advisories:
-            link = f"[{note.id}]({ADVISORY_URL}{note.id})" if _GHSA.fullmatch(note.id) else _cell(note.id)
+            linked = _GHSA.fullmatch(note.id) and (note.url or "").startswith(("https://", "http://"))
+            url = (note.url or "").replace(" ", "%20").replace(")", "%29").replace("|", "%7C")
+            link = f"[{note.id}]({url})" if linked else _cell(note.id)  # GitHub's link, on its host
             kind = "malware" if note.malware else _cell(note.severity)
             fix = f", fixed in {_cell(note.fixed)}" if note.fixed and not note.malware else ""
             notes.append(f"⚠️ {link} ({kind}{fix})")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from bot.clock import utcnow
 from bot.config.cache import RepoCache
 from bot.errors import GitHubError, UnknownIdentity
+from bot.runtime.identity import AppIdentity
 from bot.store.permissions import PermissionCache
 from bot.store.plans import PlanStore
 from bot.store.refusals import RefusalLimiter
@@ -59,9 +60,20 @@ class Services:
     sandbox: Sandbox | None = None
     """The operator's sandbox policy; None builds it from the settings (server default: required)."""
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    _identity: AppIdentity | None = None
     _slug: str | None = None
     _slug_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _plan_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> AppIdentity:
+        """The App as GitHub knows it (its page, its bot's and the approvers' addresses), learned once."""
+        if self._identity is None:
+            settings = self.settings
+            self._identity = AppIdentity(
+                api_url=settings.github_api_url, server_url=settings.github_server_url
+            )
+        return self._identity
 
     async def app_slug(self, port: GitHubPort) -> str | None:
         """The App's slug (for `@slug` mentions and our comments' author), learned once.

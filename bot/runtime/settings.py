@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     """The secret GitHub signs webhook deliveries with."""
     github_api_url: str = Field(default="https://api.github.com", validation_alias="GITHUB_API_URL")
     """GitHub's REST API root; for GitHub Enterprise Server `https://HOST/api/v3`."""
+    github_server_url: str | None = Field(default=None, validation_alias="GITHUB_SERVER_URL")
+    """GitHub's web root (`https://HOST` on an Enterprise Server); default derived from GITHUB_API_URL."""
     database_url: str | None = Field(default=None, validation_alias="PLAN_CASCADE_DATABASE_URL")
     """SQLAlchemy async URL; default a SQLite file in the data dir."""
     data_dir: Path = Field(default=Path(".plan-cascade"), validation_alias="PLAN_CASCADE_DATA_DIR")

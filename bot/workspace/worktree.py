@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,19 +223,27 @@ async def head_sha(wt: Worktree) -> str:
     return (await wt.git("rev-parse", "HEAD")).stdout.strip()
 
 
-def _with_trailers(message: str, trailers: dict[str, str]) -> str:
-    for key, value in trailers.items():
+def _with_trailers(message: str, trailers: dict[str, str], co_authors: Sequence[str] = ()) -> str:
+    pairs = [*trailers.items(), *(("Co-authored-by", who) for who in co_authors)]
+    for key, value in pairs:
         if not key or any(c in key for c in ":\n\r ") or any(c in value for c in "\n\r"):
             raise ValueError(f"invalid commit trailer {key!r}: {value!r}")
-    lines = [f"{key}: {value}" for key, value in trailers.items()]
+    lines = [f"{key}: {value}" for key, value in pairs]
     body = message.strip()
     return f"{body}\n\n" + "\n".join(lines) + "\n" if lines else f"{body}\n"
 
 
 async def commit_all(
-    wt: Worktree, *, message: str, author_name: str, author_email: str, trailers: dict[str, str]
+    wt: Worktree,
+    *,
+    message: str,
+    author_name: str,
+    author_email: str,
+    trailers: dict[str, str],
+    co_authors: Sequence[str] = (),
 ) -> str | None:
-    """Stage everything and commit it as the given identity; None when nothing changed."""
+    """Stage everything and commit it as the given identity; None when nothing changed.
+    `co_authors` (`Name <address>`) are credited with `Co-authored-by:` trailers."""
     await wt.git("add", "-A")
     made = await wt.git(
         "commit",
@@ -243,7 +251,7 @@ async def commit_all(
         "--no-gpg-sign",
         "--cleanup=whitespace",
         "-m",
-        _with_trailers(message, trailers),
+        _with_trailers(message, trailers, co_authors),
         identity=(author_name, author_email),
         check=False,
     )
