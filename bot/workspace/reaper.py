@@ -18,11 +18,14 @@ import json
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
 from bot.procinfo import dead_holder, on_this_host, process_identity, start_time
 
 log = logging.getLogger(__name__)
+KILL_WAIT = 5.0
+"""Seconds `kill_leftovers` waits for what it killed to die."""
 
 
 class ProcessRegistry:
@@ -64,7 +67,7 @@ class ProcessRegistry:
         left running and keeps its record. A record without an owner was written before owners
         were recorded, when one process used a data dir: it counts as a dead process's.
         """
-        killed = 0
+        killed: list[tuple[int, int]] = []
         for path in sorted(self.root.glob("*.json")) if self.root.is_dir() else []:
             try:
                 entry = json.loads(path.read_text())
@@ -88,14 +91,15 @@ class ProcessRegistry:
             if running:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pgid, signal.SIGKILL)
-                    killed += 1
+                    killed.append((pgid, started))
                     log.warning(
                         "killed process group %s left running by a bot process that died (%s)",
                         pgid,
                         verdict,
                     )
             path.unlink(missing_ok=True)
-        return killed
+        _wait_gone(killed)
+        return len(killed)
 
     def _verdict(self, owner: str | None) -> str:
         """`alive`, `elsewhere` (another host's: not ours to judge) or why the owner is dead."""
@@ -106,3 +110,17 @@ class ProcessRegistry:
         if not on_this_host(owner):
             return "elsewhere"
         return dead_holder(owner) or "alive"
+
+
+def _wait_gone(groups: list[tuple[int, int]], *, timeout: float = KILL_WAIT) -> None:
+    """Return once each killed group's leader is gone (dead or a zombie), at most `timeout` s:
+    a SIGKILL is delivered at once but the process takes a moment to die, and the job it held
+    must not run again while it still touches the worktree."""
+    deadline = time.monotonic() + timeout
+    waiting = list(groups)
+    while waiting and time.monotonic() < deadline:
+        waiting = [(pgid, started) for pgid, started in waiting if start_time(pgid) == started]
+        if waiting:
+            time.sleep(0.01)
+    for pgid, _ in waiting:
+        log.warning("process group %s was killed but has not died within %.0f s", pgid, timeout)

@@ -119,3 +119,18 @@ def stop(*procs: subprocess.Popen[bytes]) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+def test_kill_leftovers_returns_once_what_it_killed_is_dead(tmp_path: Path) -> None:
+    """A SIGKILL is delivered at once, but the process dies a moment later: the job a dead worker
+    held must not run again while its agent still touches the worktree (right after `killpg`,
+    the leader was still running in 44 of 50 tries here)."""
+    for _ in range(20):
+        agent = subprocess.Popen(["sleep", unique_sleep()], start_new_session=True)
+        ProcessRegistry(tmp_path, owner=dead_identity()).record(agent.pid)
+        try:
+            assert ProcessRegistry(tmp_path).kill_leftovers() == 1
+            assert start_time(agent.pid) is None, "kill_leftovers returned while its kill still ran"
+        finally:
+            agent.kill()
+            agent.wait()
