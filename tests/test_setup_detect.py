@@ -11,7 +11,7 @@ import asyncio
 import json
 
 from bot.environment.repoview import RepoView
-from bot.environment.setup import NO_LOCKFILE, PlannedSetup, detect_setup, planned_setup
+from bot.environment.setup import NO_LOCKFILE, DetectedSetup, PlannedSetup, detect_setup, planned_setup
 from bot.gates.detect import detect_in
 from bot.rendering.plan_comment import render_plan_comment
 from tests.rendering.samples import awaiting_state
@@ -20,8 +20,8 @@ UV = "uv venv -q .venv && uv pip install -q --python .venv/bin/python"
 BUILD = '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
 
 
-def detect(files: dict[str, str], *, uv: bool = True, corepack: bool = False) -> list[str]:
-    return detect_setup(list(files), files.get, uv=uv, corepack=corepack).commands
+def detect(files: dict[str, str], *, uv: bool = True, node_tools: tuple[str, ...] = ()) -> list[str]:
+    return detect_setup(list(files), files.get, uv=uv, node_tools=node_tools).commands
 
 
 def gates(files: dict[str, str], setup: list[str] | None = None) -> dict[str, str]:
@@ -204,8 +204,8 @@ def test_gate_configuration_from_where_projects_keep_it() -> None:
 
 # -- Node --------------------------------------------------------------------------------------
 def test_node_package_managers_by_lockfile_and_package_manager_field() -> None:
-    def node(manifest: dict[str, object], *locks: str, corepack: bool = False) -> list[str]:
-        return detect({"package.json": json.dumps(manifest), **dict.fromkeys(locks, "")}, corepack=corepack)
+    def node(manifest: dict[str, object], *locks: str, tools: tuple[str, ...] = ()) -> list[str]:
+        return detect({"package.json": json.dumps(manifest), **dict.fromkeys(locks, "")}, node_tools=tools)
 
     assert node({}, "package-lock.json") == ["npm ci --no-audit --no-fund"]
     assert node({}, "pnpm-lock.yaml") == ["pnpm install --frozen-lockfile"]
@@ -213,13 +213,93 @@ def test_node_package_managers_by_lockfile_and_package_manager_field() -> None:
     assert node({}, "yarn.lock", ".yarnrc.yml") == ["yarn install --immutable"]
     assert node({}, "bun.lock") == ["bun install --frozen-lockfile"]
     pinned = {"packageManager": "pnpm@9.1.0"}
-    assert node(pinned, "pnpm-lock.yaml", corepack=True) == ["corepack pnpm install --frozen-lockfile"]
+    corepack = ("corepack",)
+    assert node(pinned, "pnpm-lock.yaml", tools=corepack) == ["corepack pnpm install --frozen-lockfile"]
     assert node(pinned, "pnpm-lock.yaml") == ["pnpm install --frozen-lockfile"]  # no corepack here
-    assert node({"packageManager": "yarn@4.1.0"}, "yarn.lock", corepack=True) == [
+    # Declared: corepack runs the declared version even where another pnpm is on the tool path.
+    assert node(pinned, "pnpm-lock.yaml", tools=("corepack", "pnpm")) == [
+        "corepack pnpm install --frozen-lockfile"
+    ]
+    assert node({"packageManager": "yarn@4.1.0"}, "yarn.lock", tools=corepack) == [
         "corepack yarn install --immutable"
+    ]
+    assert node({"packageManager": "yarn@1.22.19"}, "yarn.lock", tools=corepack) == [
+        "corepack yarn install --frozen-lockfile"
     ]
     # Workspaces install from the top with the root lockfile.
     assert node({"workspaces": ["packages/*"]}, "package-lock.json") == ["npm ci --no-audit --no-fund"]
+
+
+def test_yarn_classic_and_pnpm_without_package_manager_run_through_corepack_unless_on_the_tool_path() -> None:
+    """Most yarn-classic projects have a yarn.lock and no `packageManager`: on a server without a
+    global yarn, corepack provides yarn 1 (before, `yarn install` ended "command not found")."""
+
+    def node(files: dict[str, str], tools: tuple[str, ...]) -> DetectedSetup:
+        return detect_setup(
+            ["package.json", *files], {"package.json": "{}", **files}.get, uv=True, node_tools=tools
+        )
+
+    classic = node({"yarn.lock": ""}, ("corepack",))
+    assert classic.commands == ["corepack yarn install --frozen-lockfile"]
+    assert classic.notes == [
+        "Node: yarn classic, corepack's yarn 1 (yarn.lock, no .yarnrc.yml, no packageManager), through "
+        "corepack; the gates run the scripts with `yarn`"
+    ]
+    assert node({"yarn.lock": ""}, ("corepack", "yarn")).commands == ["yarn install --frozen-lockfile"]
+    assert node({"yarn.lock": ""}, ()).commands == ["yarn install --frozen-lockfile"]
+    # pnpm: the major version that writes the lock file's format.
+    for lockfile, major in (("'9.0'", "9"), ("'6.0'", "8"), ("5.4", "7"), ("5.3", "6")):
+        found = node({"pnpm-lock.yaml": f"lockfileVersion: {lockfile}\n\nimporters: {{}}\n"}, ("corepack",))
+        assert found.commands == [f"corepack pnpm@{major} install --frozen-lockfile"], lockfile
+        assert f"pnpm {major} (the newest {major}.x: pnpm-lock.yaml is lockfile version" in found.notes[0]
+    unknown = node({"pnpm-lock.yaml": "lockfileVersion: 42\n"}, ("corepack",))
+    assert unknown.commands == ["corepack pnpm install --frozen-lockfile"]  # corepack's default pnpm
+    assert node({"pnpm-lock.yaml": "lockfileVersion: '6.0'\n"}, ("corepack", "pnpm")).commands == [
+        "pnpm install --frozen-lockfile"  # the operator's pnpm
+    ]
+
+
+def test_the_lock_file_is_read_only_when_package_json_names_no_manager() -> None:
+    tree = {
+        "package.json": json.dumps({"packageManager": "pnpm@9.1.0"}),
+        "pnpm-lock.yaml": "lockfileVersion: '6.0'\n",
+    }
+    asked: list[str] = []
+
+    async def list_tree() -> list[str]:
+        return list(tree)
+
+    async def read(path: str) -> str | None:
+        asked.append(path)
+        return tree[path]
+
+    declared = asyncio.run(planned_setup(None, list_tree, read, uv=True, node_tools=("corepack",)))
+    assert asked == ["package.json"] and declared.commands == ["corepack pnpm install --frozen-lockfile"]
+    assert declared.notes == [
+        "Node: pnpm 9.1.0 (package.json's packageManager), through corepack; "
+        "the gates run the scripts with `pnpm`"
+    ]
+    tree["package.json"] = "{}"
+    asked.clear()
+    locked = asyncio.run(planned_setup(None, list_tree, read, uv=True, node_tools=("corepack",)))
+    assert asked == ["package.json", "pnpm-lock.yaml"]
+    assert locked.commands == ["corepack pnpm@8 install --frozen-lockfile"]
+    assert locked.read == ["package.json", "pnpm-lock.yaml"]
+
+
+def test_node_gates_run_the_scripts_through_the_projects_package_manager() -> None:
+    scripts = {"scripts": {"test": "pnpm vitest run", "lint": "eslint .", "typecheck": "tsc"}}
+    manifest = json.dumps(scripts)
+    assert gates({"package.json": manifest, "pnpm-lock.yaml": ""}) == {
+        "typecheck": "pnpm run typecheck",
+        "test": "pnpm test",
+        "lint": "pnpm run lint",
+    }
+    assert gates({"package.json": manifest, "yarn.lock": ""})["test"] == "yarn test"
+    assert gates({"package.json": manifest, "bun.lock": ""})["test"] == "bun run test"  # not bun's own runner
+    assert gates({"package.json": manifest, "package-lock.json": ""})["test"] == "npm test"
+    declared = json.dumps({**scripts, "packageManager": "yarn@4.1.0"})
+    assert gates({"package.json": declared})["lint"] == "yarn run lint"
 
 
 def test_npm_install_without_a_lockfile_is_the_last_resort_and_the_plan_says_so() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import httpx
 
 from bot.db.engine import Database
@@ -9,6 +11,7 @@ from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, web_url
 from bot.runtime.settings import Settings, check_private_key
+from bot.workspace.certs import ca_problems
 
 Check = tuple[bool, str, str]
 
@@ -32,6 +35,7 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
         results.append((False, "private key", exc.message))
 
     results.append(sandbox_check(settings))
+    results.append(trust_check(settings))
     results.append(llm_check(settings))
     db = Database(settings.resolved_database_url)
     try:
@@ -122,3 +126,24 @@ def sandbox_check(settings: Settings) -> Check:
     if sandbox.mode == "required":
         return False, "sandbox", f"required, but {problem}: no agent or gate would run"
     return True, "sandbox", f"auto, but {problem}: agents and gates would run unconfined"
+
+
+def trust_check(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Check:
+    """Whether setup can read the CA files the server's TLS trust settings name (`bot.workspace.certs`)."""
+    sandbox = settings.sandbox_policy(environ=environ)
+    names = ", ".join(sandbox.ca_env) or "none"
+    problems = ca_problems(sandbox.ca_env, hidden=sandbox.hidden)
+    if problems:
+        return False, "TLS trust", "; ".join(problems) + ": setup's downloads would not trust that CA"
+    if not sandbox.ca_env:
+        return True, "TLS trust", "no CA setting (SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, …): the system's store"
+    if "NODE_EXTRA_CA_CERTS" not in sandbox.ca_env:
+        return (
+            True,
+            "TLS trust",
+            (
+                f"{names} reach setup and gates; warning: NODE_EXTRA_CA_CERTS is not set, and Node (npm, "
+                "corepack) trusts only its own roots: set it too behind a proxy that inspects TLS"
+            ),
+        )
+    return True, "TLS trust", f"{names} reach setup and gates, their files readable in the sandbox"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bot.environment.declared import GATE_TOOLS, requirement_files
+from bot.environment.node import NODE_LOCKS, lockfile_to_read, node_manager
 from bot.environment.pygates import python_gates
 from bot.environment.python import python_setup
 from bot.environment.repoview import RepoView
@@ -36,15 +37,9 @@ READ_FILES = (
     ".pre-commit-config.yaml",
     "package.json",
 )
-"""Files whose text detection may read; requirement files too. For the others (lock files,
-ruff.toml), being in the tree is enough."""
-NODE_LOCKS = {
-    "npm": ("package-lock.json", "npm-shrinkwrap.json"),
-    "pnpm": ("pnpm-lock.yaml",),
-    "yarn": ("yarn.lock",),
-    "bun": ("bun.lock", "bun.lockb"),
-}
-"""Each Node package manager's lock files, in the order they are looked for."""
+"""Files whose text detection may read; requirement files too, and pnpm-lock.yaml when
+package.json names no manager (`bot.environment.node`). For the others (lock files, ruff.toml),
+being in the tree is enough."""
 NO_LOCKFILE = "no lockfile: `{command}` resolves the dependencies' versions now, they are not pinned"
 SetupSource = Literal["configured", "detected", "none"]
 
@@ -86,19 +81,22 @@ async def planned_setup(
     read: Callable[[str], Awaitable[str | None]],
     *,
     uv: bool,
-    corepack: bool = False,
+    node_tools: Collection[str] = (),
 ) -> PlannedSetup:
     """A new plan's setup: `configured` (the `setup:` key) when set, else detected.
 
     `tree` lists the repository's file paths and `read` gives one file's text at the plan's
     base; they are asked only when detecting, and only for files in the tree (concurrently).
+    `node_tools` are the programs of `bot.environment.node.NODE_TOOLS` on the tool path.
     """
     if configured is not None:
         return PlannedSetup(commands=list(configured), source="configured" if configured else "none")
     paths = await tree()
     wanted = files_to_read(paths)
     texts = dict(zip(wanted, await asyncio.gather(*(read(p) for p in wanted)), strict=True))
-    found = detect_setup(paths, texts.get, uv=uv, corepack=corepack)
+    for lock in lockfile_to_read(paths, texts.get("package.json")):
+        texts[lock] = await read(lock)
+    found = detect_setup(paths, texts.get, uv=uv, node_tools=node_tools)
     return PlannedSetup(
         commands=found.commands,
         read=found.read,
@@ -108,12 +106,13 @@ async def planned_setup(
 
 
 def detect_setup(
-    paths: Collection[str], read: Callable[[str], str | None], *, uv: bool, corepack: bool = False
+    paths: Collection[str], read: Callable[[str], str | None], *, uv: bool, node_tools: Collection[str] = ()
 ) -> DetectedSetup:
     """Setup commands for a repository whose files are `paths` (`read` gives a file's text).
 
     `uv` chooses uv (fast, cached; it runs Poetry and PDM from the index) over pip for Python;
-    `corepack` runs the `packageManager` package.json names through corepack.
+    `node_tools` are the Node tools on the tool path: pnpm and yarn run through corepack when it is
+    there and the project declares them or they are not (`bot.environment.node`).
     """
     view = RepoView.of(paths, read)
     found = DetectedSetup()
@@ -121,7 +120,7 @@ def detect_setup(
     python = python_setup(view, uv=uv, tools=tools)
     if python:
         found.commands.append(python)
-    node = _node(view, corepack=corepack)
+    node = _node(view, found, node_tools=node_tools)
     if node:
         found.commands.append(node)
         if not any(view.has(lock) for locks in NODE_LOCKS.values() for lock in locks):
@@ -134,40 +133,31 @@ def detect_setup(
     return found
 
 
-def _node(view: RepoView, *, corepack: bool) -> str | None:
-    """The install command of package.json's package manager (workspaces install from the top)."""
-    if not view.has("package.json"):
+def _node(view: RepoView, found: DetectedSetup, *, node_tools: Collection[str]) -> str | None:
+    """The install command of package.json's package manager (workspaces install from the top);
+    which manager and version run is noted for the plan."""
+    manager = node_manager(view, node_tools=node_tools)
+    if manager is None:
         return None
-    manifest = view.json("package.json")
-    declared = manifest.get("packageManager")
-    declared = declared if isinstance(declared, str) else ""
-    name, _, version = declared.partition("@")
-    locked = next((m for m, locks in NODE_LOCKS.items() if any(view.has(lock) for lock in locks)), None)
-    manager = name if name in NODE_LOCKS else locked
-    frozen = manager is not None and any(view.has(lock) for lock in NODE_LOCKS[manager])
-    prefix = "corepack " if corepack and name in ("pnpm", "yarn") else ""
-    if manager == "pnpm":
-        return f"{prefix}pnpm install" + (" --frozen-lockfile" if frozen else "")
-    if manager == "yarn":
-        berry = view.has(".yarnrc.yml") or (name == "yarn" and not version.startswith("1."))
-        flag = " --immutable" if berry else " --frozen-lockfile"
-        return f"{prefix}yarn install" + (flag if frozen else "")
-    if manager == "bun":
-        return "bun install" + (" --frozen-lockfile" if frozen else "")
-    if frozen:
-        return "npm ci --no-audit --no-fund"
-    wants = any(manifest.get(key) for key in ("dependencies", "devDependencies", "workspaces"))
-    return "npm install --no-audit --no-fund" if wants or manager == "npm" else None
+    if manager.name == "npm" and not manager.locked and not manager.declared:
+        manifest = view.json("package.json")
+        if not any(manifest.get(key) for key in ("dependencies", "devDependencies", "workspaces")):
+            return None
+    note = manager.describe()
+    if note:
+        found.notes.append(note)
+    return manager.install()
 
 
-def setup_env(worktree: Path, caches: Path, *, home: Path) -> dict[str, str]:
+def setup_env(worktree: Path, caches: Path, *, home: Path, shims: Path | None = None) -> dict[str, str]:
     """Variables that point installers at the repository's caches and tools at its environment.
 
-    `PATH` here lists only the environment's own directories: the caller puts them in front of
-    its tool PATH.
+    `PATH` here lists only the environment's own directories, and `shims` (corepack's programs for
+    the managers setup runs through it): the caller puts them in front of its tool PATH.
     """
+    path = [worktree / ".venv" / "bin", worktree / "node_modules" / ".bin", *([shims] if shims else [])]
     return {
-        "PATH": f"{worktree / '.venv' / 'bin'}:{worktree / 'node_modules' / '.bin'}",
+        "PATH": ":".join(map(str, path)),
         "VIRTUAL_ENV": str(worktree / ".venv"),
         "UV_CACHE_DIR": str(caches / "uv"),
         "UV_LINK_MODE": "copy",
@@ -176,10 +166,15 @@ def setup_env(worktree: Path, caches: Path, *, home: Path) -> dict[str, str]:
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "npm_config_cache": str(caches / "npm"),
         "YARN_CACHE_FOLDER": str(caches / "yarn"),
+        "YARN_GLOBAL_FOLDER": str(caches / "yarn-berry"),  # yarn 2+'s shared cache (PnP reads it)
+        "npm_config_store_dir": str(caches / "pnpm-store"),
+        "npm_config_package_import_method": "copy",  # no hard link from the worktree into the store
         "GOMODCACHE": str(caches / "go-mod"),
         "GOCACHE": str(home / ".cache" / "go-build"),
         "CARGO_HOME": str(caches / "cargo"),
         "COREPACK_HOME": str(caches / "corepack"),
+        "COREPACK_ENABLE_DOWNLOAD_PROMPT": "0",  # nobody is there to answer
+        "COREPACK_ENABLE_AUTO_PIN": "0",  # never write `packageManager` into the project's package.json
         "POETRY_CACHE_DIR": str(caches / "poetry"),
         "PDM_CACHE_DIR": str(caches / "pdm"),
     }

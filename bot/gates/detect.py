@@ -13,6 +13,10 @@ gate always has its tool: it runs in the `.venv` setup makes, and is kept only w
 plan's setup provides the tool (see `_with_environment`; detected setup adds every missing
 one), and once `.venv` exists, only when the tool is in it.
 
+Node: package.json's ``typecheck`` (or ``type-check``, ``tsc``), ``test`` and ``lint`` scripts,
+run through the project's package manager (``npm test``, ``pnpm test``, ``yarn run lint``,
+``bun run test``; see `bot.environment.node`), as its developers and CI run them.
+
 Ecosystems are looked at in a fixed order - Python, Node, Rust, Go, Makefile - and
 the first one that offers a gate of a kind wins it, so a repository gets at most one
 ``typecheck``, one ``test`` and one ``lint`` gate, always in that order. Configure a
@@ -39,6 +43,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.environment.declared import GATE_TOOLS, declared_anywhere, provides
+from bot.environment.node import node_manager
 from bot.environment.pygates import python_gates
 from bot.environment.repoview import RepoView, table
 from bot.errors import RepoConfigError
@@ -92,16 +97,20 @@ def _with_environment(
 
 
 def _node_gates(view: RepoView) -> dict[str, str]:
+    """package.json's scripts, run through the project's package manager (`pnpm test`, `yarn run lint`)."""
+    manager = node_manager(view)
+    if manager is None:
+        return {}
     scripts = table(view.json("package.json"), "scripts")
     gates: dict[str, str] = {}
     typecheck = next((name for name in _NODE_TYPECHECK_SCRIPTS if isinstance(scripts.get(name), str)), None)
     if typecheck:
-        gates["typecheck"] = f"npm run {typecheck}"
+        gates["typecheck"] = manager.run(typecheck)
     test = scripts.get("test")
     if isinstance(test, str) and test.strip() and "Error: no test specified" not in test:
-        gates["test"] = "npm test"
+        gates["test"] = manager.run("test")
     if isinstance(scripts.get("lint"), str):
-        gates["lint"] = "npm run lint"
+        gates["lint"] = manager.run("lint")
     return gates
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from bot.environment.node import NODE_TOOLS
 from bot.environment.setup import PlannedSetup
 from bot.environment.setup import planned_setup as choose_setup
 from bot.errors import GitHubError
 from bot.handlers.session import Session
-from bot.workspace.process import tool_program, uv_program
+from bot.workspace.process import tools_on_path, uv_program
 
 
 async def planned_setup(session: Session) -> PlannedSetup:
@@ -29,5 +30,5 @@ async def planned_setup(session: Session) -> PlannedSetup:
         tree,
         read,
         uv=uv_program(tool_path) is not None,
-        corepack=tool_program("corepack", tool_path) is not None,
+        node_tools=tools_on_path(NODE_TOOLS, tool_path),
     )

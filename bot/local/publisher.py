@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.environment.node import NODE_TOOLS
 from bot.environment.setup import planned_setup as choose_setup
 from bot.errors import WorkspaceError
 from bot.gates.report import conclusion
@@ -22,7 +23,7 @@ from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch
 from bot.plan.state import BatchState, PlanState, batch_record, with_batch
 from bot.workspace.git import OUTPUT_LIMIT, GitResult, git_env, run_git
-from bot.workspace.process import tool_program, uv_program
+from bot.workspace.process import tools_on_path, uv_program
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ async def planned_setup(
         tree,
         read,
         uv=uv_program(tool_path) is not None,
-        corepack=tool_program("corepack", tool_path) is not None,
+        node_tools=tools_on_path(NODE_TOOLS, tool_path),
     )
     return planned.state_fields()
 

@@ -14,19 +14,24 @@ story with "setup failed" and is not retried: the agent cannot fix the machine.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
+from bot.environment.node import corepack_runs, corepack_shims
 from bot.environment.setup import setup_env, with_env_path
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.gates.run import run_gate
 from bot.orchestration.run import Run
 from bot.plan.blocked import blocked_requests
+from bot.workspace.certs import ca_mounts
 from bot.workspace.egress_route import egress_route
 from bot.workspace.mirror import mirror_slug
 from bot.workspace.policy import protected_paths
-from bot.workspace.process import scrubbed_env, uv_program
+from bot.workspace.process import scrubbed_env, tool_program, uv_program
 from bot.workspace.sandbox import Confinement
 from bot.workspace.worktree import Worktree, sandbox_view
 
@@ -53,17 +58,51 @@ def cache_root(run: Run) -> Path:
 
 
 def shared_dirs(run: Run) -> list[Path]:
-    """Directories agents and gates see read-only outside their worktree: the repository's caches.
+    """Directories agents and gates see read-only outside their worktree: the repository's caches,
+    and the CA files of the server's trust settings.
 
     A virtualenv made by uv may link to a Python uv installed into the cache, and node tools
     read theirs, so both need them; none may write them.
     """
-    return [cache_root(run)] if run.state.setup else []
+    return [cache_root(run), *ca_files(run)] if run.state.setup else []
+
+
+def ca_files(run: Run) -> list[Path]:
+    """What the sandbox mounts read-only so setup and gates can read the server's CA files."""
+    return ca_mounts(run.sandbox.ca_env, hidden=run.sandbox.hidden)
+
+
+def shims_dir(run: Run) -> Path | None:
+    """corepack's programs (`pnpm`, `yarn`, …) for the managers the plan's setup runs through it,
+    at the versions it asks for, so a script that calls `pnpm` finds it (None: setup runs none).
+
+    Written once into the repository's caches, in a folder named for their text; read-only to
+    setup, gates and agents alike.
+    """
+    runs = corepack_runs(run.state.setup)
+    corepack = tool_program("corepack", run.tool_path) if runs else None
+    if corepack is None:
+        return None
+    scripts = corepack_shims(runs, corepack)
+    digest = hashlib.sha256(json.dumps(scripts, sort_keys=True).encode()).hexdigest()[:16]
+    folder = cache_root(run) / "corepack-bin" / digest
+    for name, text in scripts.items():
+        program = folder / name
+        if not program.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            partial = folder / f".{name}.{os.getpid()}"
+            partial.write_text(text)
+            partial.chmod(0o755)
+            partial.replace(program)
+    return folder
 
 
 def setup_variables(run: Run, wt: Worktree, home: Path) -> dict[str, str]:
-    """What setup adds to the environment of this worktree's agents and gates (none without setup)."""
-    return setup_env(wt.path, cache_root(run), home=home) if run.state.setup else {}
+    """What setup adds to the environment of this worktree's agents and gates (none without setup):
+    its caches and tools, and the server's trust settings."""
+    if not run.state.setup:
+        return {}
+    return {**run.sandbox.ca_env, **setup_env(wt.path, cache_root(run), home=home, shims=shims_dir(run))}
 
 
 def tool_env(run: Run, wt: Worktree, home: Path) -> dict[str, str]:
@@ -115,7 +154,7 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         worktree=wt.path,
         home=home,
         repo_setting=run.config.agent.sandbox,
-        readonly=await protected(run, wt),
+        readonly=[*await protected(run, wt), *ca_files(run), *filter(None, [shims_dir(run)])],
         writable=[caches],
         git=sandbox_view(wt),  # a version taken from git tags (setuptools-scm, hatch-vcs) needs it
     )

@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from bot.errors import ConfigurationError
 from bot.llm.registry import configuration_problem
 from bot.runtime.egress_defaults import default_agent_egress
+from bot.workspace.certs import ca_env
 from bot.workspace.cgroups import find_cgroups
 from bot.workspace.egress_rules import parse_egress
 from bot.workspace.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, machine_memory
@@ -258,6 +259,7 @@ class Settings(BaseSettings):
             agent_env=agent_env,
             agent_egress=self.agent_egress_hosts(agent_env),
             setup_env={name: env[name] for name in setup_names if name in env},
+            ca_env=ca_env(env),
             setup_egress=self.setup_egress_hosts(),
             limits=self.sandbox_limits(cgroups=(self.sandbox or default) != "off"),
             mcp=McpPolicy(self.mcp_egress_hosts(), self.mcp_allow_all_tools, mcp_variables(env)),

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,6 +82,11 @@ def fast_child_watcher() -> None:
 def tool_program(name: str, tool_path: str | None) -> str | None:
     """`name` on the tool PATH (the scrubbed PATH without one), or None."""
     return shutil.which(name, path=tool_path or SAFE_PATH)
+
+
+def tools_on_path(names: Iterable[str], tool_path: str | None) -> frozenset[str]:
+    """Which of the programs `names` are on the tool PATH."""
+    return frozenset(name for name in names if tool_program(name, tool_path) is not None)
 
 
 def uv_program(tool_path: str | None) -> str | None:
