@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app.doctor import deliveries_check, run_checks, urls_check
+from bot.app.doctor import deliveries_check, run_checks, trust_check, urls_check
 from bot.cli import main
 from bot.errors import ConfigurationError
 from bot.runtime.settings import Settings, load_settings
@@ -155,6 +155,7 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
         (True, "settings"),
         (True, "private key"),
         (True, "sandbox"),
+        (True, "TLS trust"),
         (True, "LLM"),
         (True, "database"),
         (True, "GitHub API"),
@@ -244,3 +245,26 @@ async def test_an_openai_compatible_provider_without_a_model_is_refused_at_start
     keyless.require_server_secrets()
     results = await run_checks(keyless, transport=httpx.MockTransport(lambda r: httpx.Response(200)))
     assert any(name == "LLM" and ok and "ANTHROPIC_API_KEY" in detail for ok, name, detail in results)
+
+
+def test_doctor_says_when_a_tls_trust_setting_names_a_file_setup_cannot_read(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    ca = tmp_path / "corp-ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    ok, name, detail = trust_check(
+        settings, environ={"NODE_EXTRA_CA_CERTS": str(ca), "SSL_CERT_FILE": str(ca)}
+    )
+    assert (ok, name) == (True, "TLS trust") and detail.startswith("SSL_CERT_FILE, NODE_EXTRA_CA_CERTS reach")
+    ok, _, detail = trust_check(settings, environ={"SSL_CERT_FILE": str(ca)})
+    assert ok and "warning: NODE_EXTRA_CA_CERTS is not set" in detail
+    ok, _, detail = trust_check(settings, environ={})
+    assert ok and "the system's store" in detail
+    missing = {"NODE_EXTRA_CA_CERTS": str(tmp_path / "gone.pem"), "SSL_CERT_DIR": "certs"}
+    ok, _, detail = trust_check(settings, environ=missing)
+    assert not ok and f"NODE_EXTRA_CA_CERTS={tmp_path / 'gone.pem'}: no such file" in detail
+    assert "SSL_CERT_DIR=certs is a relative path" in detail
+    hidden = settings.data_dir / "ca.pem"  # the data dir is never shown to the sandbox
+    hidden.parent.mkdir(parents=True, exist_ok=True)
+    hidden.write_text("x")
+    ok, _, detail = trust_check(settings, environ={"REQUESTS_CA_BUNDLE": str(hidden)})
+    assert not ok and "the sandbox hides it" in detail

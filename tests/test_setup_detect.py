@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from bot.environment.node import corepack_runs, corepack_shims
 from bot.environment.repoview import RepoView
 from bot.environment.setup import NO_LOCKFILE, DetectedSetup, PlannedSetup, detect_setup, planned_setup
 from bot.gates.detect import detect_in
@@ -344,3 +345,23 @@ def test_planned_setup_reads_only_the_files_detection_needs_and_records_them() -
         "setup_read": [],
         "setup_notes": [],
     }
+
+
+def test_corepack_shims_run_each_program_at_the_version_setup_asked_for() -> None:
+    setup = [
+        "uv sync -q --frozen",
+        "corepack pnpm@8 install --frozen-lockfile",
+        "cd web && corepack yarn install",
+    ]
+    runs = corepack_runs(setup)
+    assert runs == {"pnpm": "pnpm@8", "yarn": "yarn"}
+    assert corepack_runs(["npm ci", "echo corepack-pnpm", "/opt/corepack pnpm install"]) == {}
+    shims = corepack_shims(runs, "/usr/bin/corepack")
+    assert sorted(shims) == ["pnpm", "pnpx", "yarn", "yarnpkg"]
+    assert shims["pnpm"].endswith('\nexec /usr/bin/corepack pnpm@8 "$@"\n')
+    assert shims["pnpx"].endswith('\nexec /usr/bin/corepack pnpx@8 "$@"\n')
+    assert shims["yarnpkg"].endswith('\nexec /usr/bin/corepack yarnpkg "$@"\n')
+    assert (
+        "exec '/opt/my node/corepack' yarn"
+        in corepack_shims({"yarn": "yarn"}, "/opt/my node/corepack")["yarn"]
+    )

@@ -23,6 +23,7 @@ DEFAULT_SETUP_EGRESS = (
     "files.pythonhosted.org",
     "registry.npmjs.org",
     "registry.yarnpkg.com",
+    "repo.yarnpkg.com",  # corepack downloads yarn 2+ from there
     "proxy.golang.org",
     "sum.golang.org",
     "crates.io",
