@@ -8,7 +8,9 @@ of package managers, shipped with Node) when the project declares them, as its C
 Without `packageManager`, the pnpm that corepack runs is the major version that writes the lock
 file's format (`lockfileVersion: '6.0'` is pnpm 8), and yarn is corepack's yarn classic, which
 a `yarn.lock` without `.yarnrc.yml` is written for. yarn berry (`yarn@>=2`, `.yarnrc.yml`)
-installs with `--immutable`, classic with `--frozen-lockfile`.
+installs with `--immutable`, classic with `--frozen-lockfile`; a berry project that names no
+version runs the release its `.yarnrc.yml`'s `yarnPath` names (yarn classic hands over to it),
+else the major version that writes its `yarn.lock` (`__metadata: version: 8` is yarn 4).
 
 Gates run the project's scripts through the same manager (`pnpm test`, `yarn test`): a script
 that calls `pnpm` itself finds it, because setup and gates have corepack's shims on PATH
@@ -37,6 +39,10 @@ NODE_TOOLS = ("corepack", *COREPACK_MANAGERS)
 """The programs whose presence on the tool path detection asks about."""
 PNPM_FOR_LOCKFILE = {"9": "9", "6": "8", "5.4": "7", "5.3": "6"}
 """The pnpm major version that writes each `lockfileVersion` (pnpm 10 writes 9.0 too, and 9 reads it)."""
+YARN_FOR_LOCKFILE = {"4": "2", "5": "3", "6": "3", "7": "4", "8": "4"}
+"""The yarn major version that writes each berry `yarn.lock` format (`__metadata: version`)."""
+_YARN_METADATA = re.compile(r"^__metadata:\s*\n\s+version:\s*['\"]?(\d+)", re.MULTILINE)
+_YARN_PATH = re.compile(r"^yarnPath:", re.MULTILINE)
 _LOCKFILE_VERSION = re.compile(r"^lockfileVersion:\s*['\"]?(\d+)(?:\.(\d+))?", re.MULTILINE)
 _VERSION = re.compile(r"^\d+\.\d+\.\d+[\w.+-]*$")
 
@@ -59,6 +65,8 @@ class NodeManager:
     """Whether setup runs it through corepack."""
     lockfile: str = ""
     """The lock file's format version, when it chose the version."""
+    yarn_path: bool = False
+    """Whether `.yarnrc.yml` names the yarn release to run (`yarnPath`)."""
 
     @property
     def program(self) -> str:
@@ -89,10 +97,13 @@ class NodeManager:
         if self.declared:
             what = f"{self.name} {self.version} (package.json's packageManager)"
         elif self.corepack and self.lockfile:
+            lock = NODE_LOCKS[self.name][0]
             what = (
-                f"pnpm {self.version} (the newest {self.version}.x: pnpm-lock.yaml is lockfile version "
+                f"{self.name} {self.version} (the newest {self.version}.x: {lock} is lockfile version "
                 f"{self.lockfile} and package.json names no packageManager)"
             )
+        elif self.yarn_path:
+            what = "yarn berry, the release that .yarnrc.yml's yarnPath names (no packageManager)"
         elif self.corepack and self.name == "yarn" and not self.berry:
             what = "yarn classic, corepack's yarn 1 (yarn.lock, no .yarnrc.yml, no packageManager)"
         else:
@@ -127,9 +138,15 @@ def node_manager(view: RepoView, *, node_tools: Collection[str] = ()) -> NodeMan
     )
     wanted = bool(name) or manager not in node_tools  # declared, or no other way to run it
     corepack = manager in COREPACK_MANAGERS and "corepack" in node_tools and wanted
-    lockfile = ""
+    lockfile, yarn_path = "", False
     if manager == "pnpm" and not name and locked:
         lockfile, version = _pnpm_for_lockfile(view.text("pnpm-lock.yaml") or "")
+    if manager == "yarn" and berry and not name:
+        yarn_path = _YARN_PATH.search(view.text(".yarnrc.yml") or "") is not None
+        head = (view.text("yarn.lock") or "")[:2000] if locked and not yarn_path else ""
+        found = _YARN_METADATA.search(head)
+        if found and found.group(1) in YARN_FOR_LOCKFILE:
+            lockfile, version = found.group(1), YARN_FOR_LOCKFILE[found.group(1)]
     if name and not _VERSION.match(version):
         version = ""  # a range or a tag: corepack refuses it, the tool on the path ignores it
     return NodeManager(
@@ -140,6 +157,7 @@ def node_manager(view: RepoView, *, node_tools: Collection[str] = ()) -> NodeMan
         locked=locked,
         corepack=corepack,
         lockfile=lockfile,
+        yarn_path=yarn_path,
     )
 
 
@@ -154,11 +172,14 @@ def _pnpm_for_lockfile(text: str) -> tuple[str, str]:
 
 
 def lockfile_to_read(paths: Collection[str], manifest: str | None) -> list[str]:
-    """The lock file whose text detection needs too: pnpm's, when package.json names no manager."""
+    """The lock file whose text detection needs too, when package.json names no manager: pnpm's,
+    or yarn's in a berry project (`.yarnrc.yml`)."""
     view = RepoView.of(paths, lambda _: manifest)
-    if "pnpm-lock.yaml" not in view.paths or "package.json" not in view.paths:
+    if "package.json" not in view.paths or declared_manager(view.json("package.json"))[0]:
         return []
-    return [] if declared_manager(view.json("package.json"))[0] else ["pnpm-lock.yaml"]
+    if "pnpm-lock.yaml" in view.paths:
+        return ["pnpm-lock.yaml"]
+    return ["yarn.lock"] if {"yarn.lock", ".yarnrc.yml"} <= view.paths else []
 
 
 _COREPACK_RUN = re.compile(r"(?<![\w/.-])corepack\s+(pnpm|yarn)(@[\w.+-]+)?(?=[\s;&|)]|$)")

@@ -36,9 +36,10 @@ READ_FILES = (
     ".mypy.ini",
     ".pre-commit-config.yaml",
     "package.json",
+    ".yarnrc.yml",
 )
-"""Files whose text detection may read; requirement files too, and pnpm-lock.yaml when
-package.json names no manager (`bot.environment.node`). For the others (lock files, ruff.toml),
+"""Files whose text detection may read; requirement files too, and pnpm-lock.yaml or a berry
+yarn.lock when package.json names no manager (`bot.environment.node`). For the others (lock files, ruff.toml),
 being in the tree is enough."""
 NO_LOCKFILE = "no lockfile: `{command}` resolves the dependencies' versions now, they are not pinned"
 SetupSource = Literal["configured", "detected", "none"]
