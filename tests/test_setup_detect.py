@@ -391,3 +391,31 @@ def test_yarn_berry_without_package_manager_runs_its_yarn_path_or_the_version_of
     assert lockfile_to_read(["package.json", "yarn.lock"], "{}") == []  # classic: the lock is not read
     declared = json.dumps({"packageManager": "yarn@4.1.0"})
     assert lockfile_to_read(["package.json", "yarn.lock", ".yarnrc.yml"], declared) == []
+
+
+def test_a_jupyterlab_extension_installs_and_runs_its_scripts_with_jlpm() -> None:
+    """Its scripts call `jlpm`, the yarn JupyterLab ships, which made its berry lock file: the
+    newest yarn 3 changes that lock's TypeScript patch hash and `--immutable` refuses it."""
+    pyproject = (
+        '[build-system]\nrequires = ["hatchling", "jupyterlab~=4.0.0"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "ext"\nversion = "1"\ndependencies = ["jupyterlab>=4,<5"]\n'
+    )
+    manifest = {"scripts": {"build": "jlpm run build:lib", "test": "ts-mocha tests/*_spec.ts"}}
+    files = {
+        "pyproject.toml": pyproject,
+        "package.json": json.dumps(manifest),
+        "yarn.lock": "__metadata:\n  version: 6\n",
+        ".yarnrc.yml": "nodeLinker: node-modules\n",
+    }
+    found = detect_setup(list(files), files.get, uv=True, node_tools=("corepack",))
+    assert found.commands == [
+        "uv venv -q .venv && uv pip install -q --python .venv/bin/python -e .",
+        "jlpm install --immutable",
+    ]
+    assert found.notes[0].startswith("Node: jlpm, the yarn that JupyterLab ships")
+    assert gates(files)["test"] == "jlpm test"
+    # jupyterlab only as a build requirement: the environment would have no jlpm.
+    files["pyproject.toml"] = pyproject.replace('dependencies = ["jupyterlab>=4,<5"]', "dependencies = []")
+    assert detect_setup(list(files), files.get, uv=True, node_tools=("corepack",)).commands[1] == (
+        "corepack yarn@3 install --immutable"
+    )

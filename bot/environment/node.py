@@ -10,7 +10,10 @@ file's format (`lockfileVersion: '6.0'` is pnpm 8), and yarn is corepack's yarn 
 a `yarn.lock` without `.yarnrc.yml` is written for. yarn berry (`yarn@>=2`, `.yarnrc.yml`)
 installs with `--immutable`, classic with `--frozen-lockfile`; a berry project that names no
 version runs the release its `.yarnrc.yml`'s `yarnPath` names (yarn classic hands over to it),
-else the major version that writes its `yarn.lock` (`__metadata: version: 8` is yarn 4).
+else the major version that writes its `yarn.lock` (`__metadata: version: 8` is yarn 4). A
+JupyterLab extension's scripts call `jlpm`, the yarn that the jupyterlab Python package ships (its
+lock file is that yarn's, and no other release may reproduce it): when the Python project declares
+jupyterlab, jlpm is the manager, found in `.venv/bin` once the Python setup has run.
 
 Gates run the project's scripts through the same manager (`pnpm test`, `yarn test`): a script
 that calls `pnpm` itself finds it, because setup and gates have corepack's shims on PATH
@@ -24,7 +27,8 @@ import shlex
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.environment.repoview import RepoView
+from bot.environment.declared import pyproject_requirements, requirement_names
+from bot.environment.repoview import RepoView, table
 
 NODE_LOCKS = {
     "npm": ("package-lock.json", "npm-shrinkwrap.json"),
@@ -43,6 +47,7 @@ YARN_FOR_LOCKFILE = {"4": "2", "5": "3", "6": "3", "7": "4", "8": "4"}
 """The yarn major version that writes each berry `yarn.lock` format (`__metadata: version`)."""
 _YARN_METADATA = re.compile(r"^__metadata:\s*\n\s+version:\s*['\"]?(\d+)", re.MULTILINE)
 _YARN_PATH = re.compile(r"^yarnPath:", re.MULTILINE)
+_JLPM = re.compile(r"(?<![\w.-])jlpm(?![\w.-])")
 _LOCKFILE_VERSION = re.compile(r"^lockfileVersion:\s*['\"]?(\d+)(?:\.(\d+))?", re.MULTILINE)
 _VERSION = re.compile(r"^\d+\.\d+\.\d+[\w.+-]*$")
 
@@ -52,7 +57,7 @@ class NodeManager:
     """The package manager of a project, and how it is run."""
 
     name: str
-    """npm, pnpm, yarn or bun."""
+    """npm, pnpm, yarn, bun, or jlpm (JupyterLab's yarn)."""
     version: str = ""
     """The exact version package.json declares, a major version read off the lock file, or ""."""
     declared: bool = False
@@ -79,6 +84,8 @@ class NodeManager:
 
     def install(self) -> str:
         """The install command (frozen to the lock file when there is one)."""
+        if self.name == "jlpm":
+            return "jlpm install" + (" --immutable" if self.locked else "")
         if self.name == "npm":
             return "npm ci --no-audit --no-fund" if self.locked else "npm install --no-audit --no-fund"
         flag = " --immutable" if self.berry else " --frozen-lockfile"
@@ -94,6 +101,11 @@ class NodeManager:
         """What the plan says about it: which manager and version run, and where they come from."""
         if self.name == "npm":
             return None
+        if self.name == "jlpm":
+            return (
+                "Node: jlpm, the yarn that JupyterLab ships (the scripts call it; the Python setup "
+                "installs jupyterlab into .venv); the gates run the scripts with `jlpm`"
+            )
         if self.declared:
             what = f"{self.name} {self.version} (package.json's packageManager)"
         elif self.corepack and self.lockfile:
@@ -131,6 +143,8 @@ def node_manager(view: RepoView, *, node_tools: Collection[str] = ()) -> NodeMan
         return None
     name, version = declared_manager(view.json("package.json"))
     locked_by = next((m for m, locks in NODE_LOCKS.items() if any(view.has(lock) for lock in locks)), None)
+    if not name and locked_by == "yarn" and _jupyterlab_extension(view):
+        return NodeManager(name="jlpm", berry=True, locked=True)
     manager = name or locked_by or "npm"
     locked = any(view.has(lock) for lock in NODE_LOCKS[manager])
     berry = manager == "yarn" and (
@@ -159,6 +173,16 @@ def node_manager(view: RepoView, *, node_tools: Collection[str] = ()) -> NodeMan
         lockfile=lockfile,
         yarn_path=yarn_path,
     )
+
+
+def _jupyterlab_extension(view: RepoView) -> bool:
+    """Whether package.json's scripts call `jlpm` and the Python project depends on jupyterlab
+    (so the Python setup installs it, and jlpm with it; a build requirement alone would not)."""
+    scripts = table(view.json("package.json"), "scripts").values()
+    if not any(isinstance(script, str) and _JLPM.search(script) for script in scripts):
+        return False
+    pyproject = view.toml("pyproject.toml") if view.has("pyproject.toml") else {}
+    return "jupyterlab" in requirement_names(pyproject_requirements(pyproject))
 
 
 def _pnpm_for_lockfile(text: str) -> tuple[str, str]:
