@@ -1,9 +1,21 @@
 """The corpus of bench/real_projects.py: real projects, pinned, fetched from their registries.
 
-Each entry names a project's release and the sha256 of its sdist (PyPI) or tarball (npm), what
-kind of project it is (build backend, layout, where its tests' needs are declared) and how its
-developers run its tests. Nothing is vendored: `download` fetches the archive at bench time and
-refuses one whose checksum differs; `make_repo` makes it a git checkout.
+Each entry names a project's release and the sha256 of its sdist (PyPI), tarball (npm) or
+upstream release archive (Debian), what kind of project it is (build backend or package manager,
+layout, where its tests' needs are declared) and how its developers run its tests. Nothing is
+vendored: `download` fetches the archive at bench time and refuses one whose checksum differs;
+`make_repo` makes it a git checkout.
+
+npm tarballs carry no lock file (npm leaves `package-lock.json`, `yarn.lock`, `pnpm-lock.yaml`
+out of every package), and GitHub, crates.io and the Go module proxy are out of reach of the
+machines this bench runs on. So the projects with a lock file come from Debian's archive, whose
+`.orig.tar.gz` of a package is the upstream release as published: for postcss-reporter and
+postcss-value-parser the archive of the git tag (lock file included), for a Rust crate the
+`.crate` crates.io serves, for a Go module the tag's archive; and the yarn berry project is a
+JupyterLab extension whose PyPI sdist ships its JavaScript side with `yarn.lock`. Go modules and
+Rust crates whose dependencies need the Go module proxy or crates.io cannot set up here, so the
+ones taken have no dependencies: their setup (`go mod download`, `cargo fetch`) and gates still
+run as for any other, with the toolchain in the sandbox.
 `python bench/real_projects.py --by-hand` runs each project's own tests that way (unconfined), to
 check the corpus's premise: every suite passes on this machine.
 """
@@ -33,7 +45,7 @@ class Project:
 
     name: str
     version: str
-    registry: str  # "pypi" or "npm"
+    registry: str  # "pypi", "npm" or "debian"
     sha256: str
     backend: str
     layout: str
@@ -41,10 +53,13 @@ class Project:
     """Where the project declares what its tests need."""
     by_hand: str
     """How a developer installs and runs its tests (`--by-hand` checks the corpus with these)."""
+    archive: str = ""
+    """Debian: the archive's path in the pool (`pool/main/…/<package>_<version>.orig.tar.gz`)."""
 
 
 PY = "uv venv -q .venv && uv pip install -q --python .venv/bin/python {} && .venv/bin/python -m pytest -q"
 NODE = "npm install --no-audit --no-fund && npm test"
+DEBIAN = "https://deb.debian.org/debian/"
 
 
 CORPUS = [
@@ -198,12 +213,92 @@ CORPUS = [
         test_deps="devDependencies (eslint, nyc, tape), no lockfile",
         by_hand=NODE,
     ),
+    Project(
+        "postcss-reporter",
+        "7.0.5",
+        "debian",
+        sha256="e7132eae7cba2c3d39fd7f523d59c641d2a059eb74871f7df079b9e2dc4ef083",
+        backend="pnpm (pnpm-lock.yaml, lockfile 5.3: pnpm 6), no packageManager",
+        layout="flat; its test script calls pnpm",
+        test_deps="devDependencies (tape, eslint, stylelint, less)",
+        by_hand="corepack pnpm@6 install --frozen-lockfile && corepack pnpm@6 test",
+        archive="pool/main/n/node-postcss-reporter/node-postcss-reporter_7.0.5+~7.0.1.orig.tar.gz",
+    ),
+    Project(
+        "postcss-value-parser",
+        "4.2.0",
+        "debian",
+        sha256="d3816de888b561be711a684d9cf0b90508b6d5014db973af06e6f7304e2e63d3",
+        backend="yarn classic (yarn.lock), no packageManager",
+        layout="lib/; its pretest script calls yarn",
+        test_deps="devDependencies (tape, eslint, prettier)",
+        by_hand="corepack yarn install --frozen-lockfile && corepack yarn test",
+        archive="pool/main/n/node-postcss-value-parser/node-postcss-value-parser_4.2.0.orig.tar.gz",
+    ),
+    Project(
+        "jupyterlab-execute-time",
+        "3.3.0",
+        "pypi",
+        sha256="900fd1aebbfd3d943d3625eef973eed555bb2745d49840402783959c8a1dfc3a",
+        backend="yarn berry (yarn.lock v6, .yarnrc.yml) through jlpm; hatchling",
+        layout="a JupyterLab extension: TypeScript in src/, Python package beside it",
+        test_deps="devDependencies (ts-mocha, chai); jupyterlab in [project] dependencies",
+        by_hand=(
+            "uv venv -q .venv && uv pip install -q --python .venv/bin/python -e . && "
+            ".venv/bin/jlpm install --immutable && .venv/bin/jlpm test"
+        ),
+    ),
+    Project(
+        "go-cmp",
+        "0.5.9",
+        "debian",
+        sha256="41a074c2fcfc72f813736f8ca8e3116e260a6b79af407d9da0d4c5e4c3f61acf",
+        backend="Go module (go.mod, no dependencies)",
+        layout="packages under cmp/",
+        test_deps="the standard library",
+        by_hand="go mod download && go test ./...",
+        archive="pool/main/g/golang-github-google-go-cmp/golang-github-google-go-cmp_0.5.9.orig.tar.gz",
+    ),
+    Project(
+        "uuid",
+        "1.3.0",
+        "debian",
+        sha256="7f7f37c47980e0afcc178a9ffc390bec29ed2371919b4c07658eb01791a7f921",
+        backend="Go module (go.mod, no dependencies)",
+        layout="one package at the top",
+        test_deps="the standard library",
+        by_hand="go mod download && go test ./...",
+        archive="pool/main/g/golang-github-google-uuid/golang-github-google-uuid_1.3.0.orig.tar.gz",
+    ),
+    Project(
+        "scopeguard",
+        "1.2.0",
+        "debian",
+        sha256="94143f37725109f92c262ed2cf5e59bce7498c01bcc1502d7b9afe439a4e9f49",
+        backend="Rust crate (Cargo.lock, no dependencies)",
+        layout="src/lib.rs, examples/",
+        test_deps="none",
+        by_hand="cargo fetch && cargo test --no-fail-fast",
+        archive="pool/main/r/rust-scopeguard/rust-scopeguard_1.2.0.orig.tar.gz",
+    ),
+    Project(
+        "fnv",
+        "1.0.7",
+        "debian",
+        sha256="3f9eec918d3f24069decb9af1554cad7c880e2da24a9afd88aca000531ab82c1",
+        backend="Rust crate (no Cargo.lock, no dependencies)",
+        layout="lib.rs at the top",
+        test_deps="none",
+        by_hand="cargo fetch && cargo test --no-fail-fast",
+        archive="pool/main/r/rust-fnv/rust-fnv_1.0.7.orig.tar.gz",
+    ),
 ]
 
 
 # -- the corpus, from its registries ----------------------------------------------------
 def download(project: Project, into: Path) -> Path:
-    """The project's sdist or tarball from its registry, its sha256 checked against the pin."""
+    """The project's sdist, tarball or release archive from its registry, its sha256 checked
+    against the pin."""
     into.mkdir(parents=True, exist_ok=True)
     if project.registry == "pypi":
         index = f"https://pypi.org/pypi/{project.name}/json"
@@ -215,6 +310,10 @@ def download(project: Project, into: Path) -> Path:
         if not url.startswith("https://"):
             raise SystemExit(f"{project.name}: the index gave {url!r}, not an https URL")
         with urllib.request.urlopen(url, timeout=120) as answer:  # noqa: S310 (https checked above)
+            archive.write_bytes(answer.read())
+    elif project.registry == "debian":
+        archive = into / project.archive.rsplit("/", 1)[-1]
+        with urllib.request.urlopen(DEBIAN + project.archive, timeout=120) as answer:  # noqa: S310 (https)
             archive.write_bytes(answer.read())
     else:
         packed = subprocess.run(

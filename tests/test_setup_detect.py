@@ -249,7 +249,7 @@ def test_yarn_classic_and_pnpm_without_package_manager_run_through_corepack_unle
     assert node({"yarn.lock": ""}, ("corepack", "yarn")).commands == ["yarn install --frozen-lockfile"]
     assert node({"yarn.lock": ""}, ()).commands == ["yarn install --frozen-lockfile"]
     # pnpm: the major version that writes the lock file's format.
-    for lockfile, major in (("'9.0'", "9"), ("'6.0'", "8"), ("5.4", "7"), ("5.3", "6")):
+    for lockfile, major in (("'9.0'", "9"), ("'6.0'", "8"), ("5.4", "7"), ("5.3", "7")):
         found = node({"pnpm-lock.yaml": f"lockfileVersion: {lockfile}\n\nimporters: {{}}\n"}, ("corepack",))
         assert found.commands == [f"corepack pnpm@{major} install --frozen-lockfile"], lockfile
         assert f"pnpm {major} (the newest {major}.x: pnpm-lock.yaml is lockfile version" in found.notes[0]

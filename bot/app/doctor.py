@@ -11,7 +11,7 @@ from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, web_url
 from bot.runtime.settings import Settings, check_private_key
-from bot.workspace.certs import ca_problems
+from bot.workspace.certs import CA_VARIABLES, ca_problems
 
 Check = tuple[bool, str, str]
 
@@ -131,13 +131,14 @@ def sandbox_check(settings: Settings) -> Check:
 def trust_check(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Check:
     """Whether setup can read the CA files the server's TLS trust settings name (`bot.workspace.certs`)."""
     sandbox = settings.sandbox_policy(environ=environ)
-    names = ", ".join(sandbox.ca_env) or "none"
-    problems = ca_problems(sandbox.ca_env, hidden=sandbox.hidden)
+    trust = {name: value for name, value in sandbox.server_env.items() if name in CA_VARIABLES}
+    names = ", ".join(trust) or "none"
+    problems = ca_problems(trust, hidden=sandbox.hidden)
     if problems:
         return False, "TLS trust", "; ".join(problems) + ": setup's downloads would not trust that CA"
-    if not sandbox.ca_env:
+    if not trust:
         return True, "TLS trust", "no CA setting (SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, …): the system's store"
-    if "NODE_EXTRA_CA_CERTS" not in sandbox.ca_env:
+    if "NODE_EXTRA_CA_CERTS" not in trust:
         return (
             True,
             "TLS trust",

@@ -41,8 +41,10 @@ COREPACK_MANAGERS = ("pnpm", "yarn")
 """The managers corepack provides (it also has npm, which comes with Node anyway)."""
 NODE_TOOLS = ("corepack", *COREPACK_MANAGERS)
 """The programs whose presence on the tool path detection asks about."""
-PNPM_FOR_LOCKFILE = {"9": "9", "6": "8", "5.4": "7", "5.3": "6"}
-"""The pnpm major version that writes each `lockfileVersion` (pnpm 10 writes 9.0 too, and 9 reads it)."""
+PNPM_FOR_LOCKFILE = {"9": "9", "6": "8", "5.4": "7", "5.3": "7"}
+"""The pnpm major version for each `lockfileVersion`: the one that writes it (pnpm 10 writes 9.0
+too, and 9 reads it), but 7 for pnpm 6's 5.3, which pnpm 7 reads as it is: pnpm 6 fails on the
+Node of today (18 and later: `ERR_INVALID_THIS` on every download)."""
 YARN_FOR_LOCKFILE = {"4": "2", "5": "3", "6": "3", "7": "4", "8": "4"}
 """The yarn major version that writes each berry `yarn.lock` format (`__metadata: version`)."""
 _YARN_METADATA = re.compile(r"^__metadata:\s*\n\s+version:\s*['\"]?(\d+)", re.MULTILINE)

@@ -27,7 +27,7 @@ from bot.gates.report import GateResult
 from bot.gates.run import run_gate
 from bot.orchestration.run import Run
 from bot.plan.blocked import blocked_requests
-from bot.workspace.certs import ca_mounts
+from bot.workspace.certs import env_mounts
 from bot.workspace.egress_route import egress_route
 from bot.workspace.mirror import mirror_slug
 from bot.workspace.policy import protected_paths
@@ -59,17 +59,18 @@ def cache_root(run: Run) -> Path:
 
 def shared_dirs(run: Run) -> list[Path]:
     """Directories agents and gates see read-only outside their worktree: the repository's caches,
-    and the CA files of the server's trust settings.
+    and what the server's settings name (CA files, rustup's toolchains).
 
     A virtualenv made by uv may link to a Python uv installed into the cache, and node tools
     read theirs, so both need them; none may write them.
     """
-    return [cache_root(run), *ca_files(run)] if run.state.setup else []
+    return [cache_root(run), *server_files(run)] if run.state.setup else []
 
 
-def ca_files(run: Run) -> list[Path]:
-    """What the sandbox mounts read-only so setup and gates can read the server's CA files."""
-    return ca_mounts(run.sandbox.ca_env, hidden=run.sandbox.hidden)
+def server_files(run: Run) -> list[Path]:
+    """What the sandbox mounts read-only so setup and gates can read what the server's settings
+    name (its CA files, rustup's toolchains)."""
+    return env_mounts(run.sandbox.server_env, hidden=run.sandbox.hidden)
 
 
 def shims_dir(run: Run) -> Path | None:
@@ -99,10 +100,10 @@ def shims_dir(run: Run) -> Path | None:
 
 def setup_variables(run: Run, wt: Worktree, home: Path) -> dict[str, str]:
     """What setup adds to the environment of this worktree's agents and gates (none without setup):
-    its caches and tools, and the server's trust settings."""
+    its caches and tools, and the server's settings for them (TLS trust, rustup's home)."""
     if not run.state.setup:
         return {}
-    return {**run.sandbox.ca_env, **setup_env(wt.path, cache_root(run), home=home, shims=shims_dir(run))}
+    return {**run.sandbox.server_env, **setup_env(wt.path, cache_root(run), home=home, shims=shims_dir(run))}
 
 
 def tool_env(run: Run, wt: Worktree, home: Path) -> dict[str, str]:
@@ -154,7 +155,7 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         worktree=wt.path,
         home=home,
         repo_setting=run.config.agent.sandbox,
-        readonly=[*await protected(run, wt), *ca_files(run), *filter(None, [shims_dir(run)])],
+        readonly=[*await protected(run, wt), *server_files(run), *filter(None, [shims_dir(run)])],
         writable=[caches],
         git=sandbox_view(wt),  # a version taken from git tags (setuptools-scm, hatch-vcs) needs it
     )

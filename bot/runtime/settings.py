@@ -27,6 +27,7 @@ from bot.workspace.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, 
 from bot.workspace.mcp_policy import McpPolicy, mcp_variables
 from bot.workspace.reaper import ProcessRegistry
 from bot.workspace.sandbox import Sandbox
+from bot.workspace.toolchains import rustup_env
 
 LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
 
@@ -259,7 +260,7 @@ class Settings(BaseSettings):
             agent_env=agent_env,
             agent_egress=self.agent_egress_hosts(agent_env),
             setup_env={name: env[name] for name in setup_names if name in env},
-            ca_env=ca_env(env),
+            server_env={**ca_env(env), **rustup_env(self.tool_path, env)},
             setup_egress=self.setup_egress_hosts(),
             limits=self.sandbox_limits(cgroups=(self.sandbox or default) != "off"),
             mcp=McpPolicy(self.mcp_egress_hosts(), self.mcp_allow_all_tools, mcp_variables(env)),

@@ -51,9 +51,10 @@ def _inside(path: Path, folders: Iterable[Path]) -> bool:
     return any(path == f or path.is_relative_to(f) or f.is_relative_to(path) for f in folders)
 
 
-def ca_mounts(env: Mapping[str, str], *, hidden: Iterable[Path]) -> list[Path]:
-    """What to mount read-only so the sandbox sees the files `env` names: each path (and where a
-    symbolic link leads), unless the system directories show it already or the sandbox hides it."""
+def env_mounts(env: Mapping[str, str], *, hidden: Iterable[Path]) -> list[Path]:
+    """What to mount read-only so the sandbox sees the files and folders `env`'s values name: each
+    path (and where a symbolic link leads), unless the system directories show it already or the
+    sandbox hides it."""
     hidden = [Path(h) for h in hidden]
     mounts: list[Path] = []
     for _, path in _paths(env):

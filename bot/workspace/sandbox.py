@@ -231,8 +231,10 @@ class Sandbox:
     """Variables handed to external agents (`PLAN_CASCADE_AGENT_ENV`): visible to those agents."""
     setup_env: Mapping[str, str] = field(default_factory=dict)
     """Variables handed to setup commands (`PLAN_CASCADE_SETUP_ENV`, e.g. a private package index)."""
-    ca_env: Mapping[str, str] = field(default_factory=dict)
-    """The server's TLS trust settings (`bot.workspace.certs`), handed to setup and gates."""
+    server_env: Mapping[str, str] = field(default_factory=dict)
+    """Settings of the server's environment handed to setup, agents and gates of a plan with setup,
+    the paths they name mounted read-only: TLS trust (`bot.workspace.certs`), rustup's home
+    (`bot.workspace.toolchains`)."""
     setup_egress: tuple[str, ...] | None = None
     """Where confined setup may connect, through the bot's proxy (`PLAN_CASCADE_SETUP_EGRESS`);
     None: the public registries (`bot.workspace.egress_rules.DEFAULT_SETUP_EGRESS`)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.workspace.certs import CA_VARIABLES, ca_env, ca_mounts
+from bot.workspace.certs import CA_VARIABLES, ca_env, env_mounts
+from bot.workspace.toolchains import rustup_env
 from tests.support import make_settings
 
 
@@ -17,7 +18,7 @@ def test_the_trust_settings_are_taken_from_the_servers_environment(tmp_path: Pat
     }
     assert ca_env(environ) == {"NODE_EXTRA_CA_CERTS": "/etc/corp.pem"}  # blank ones and others left out
     sandbox = make_settings(tmp_path).sandbox_policy(environ={**environ, "CURL_CA_BUNDLE": "/c.pem"})
-    assert sandbox.ca_env == {"NODE_EXTRA_CA_CERTS": "/etc/corp.pem", "CURL_CA_BUNDLE": "/c.pem"}
+    assert sandbox.server_env == {"NODE_EXTRA_CA_CERTS": "/etc/corp.pem", "CURL_CA_BUNDLE": "/c.pem"}
     assert sandbox.setup_env == {}  # without PLAN_CASCADE_SETUP_ENV
     assert {"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE"} <= set(CA_VARIABLES)
 
@@ -42,4 +43,30 @@ def test_the_files_they_name_are_mounted_unless_the_system_shows_them_or_the_san
         "CURL_CA_BUNDLE": "relative.pem",
         "GIT_SSL_CAINFO": str(corp / "missing.pem"),
     }
-    assert ca_mounts(env, hidden=[data]) == [corp / "bundle.pem", bundle, corp / "certs"]
+    assert env_mounts(env, hidden=[data]) == [corp / "bundle.pem", bundle, corp / "certs"]
+
+
+def test_rustups_home_is_handed_on_when_the_tool_paths_cargo_is_its_proxy(tmp_path: Path) -> None:
+    """`~/.cargo/bin/cargo` is a link to `rustup`, which finds its toolchains in `~/.rustup` of the
+    user who installed it: the sandbox's HOME has none."""
+    tools, home = tmp_path / "cargo-bin", tmp_path / "home"
+    tools.mkdir()
+    (home / ".rustup" / "toolchains").mkdir(parents=True)
+    (tools / "rustup").write_text("#!/bin/sh\n")
+    (tools / "rustup").chmod(0o755)
+    (tools / "cargo").symlink_to("rustup")
+    assert rustup_env(str(tools), {"HOME": str(home)}) == {"RUSTUP_HOME": str(home / ".rustup")}
+    assert rustup_env(str(tools), {"HOME": str(home), "RUSTUP_HOME": str(tmp_path)}) == {
+        "RUSTUP_HOME": str(tmp_path)
+    }
+    assert rustup_env(str(tools), {"HOME": str(tmp_path / "nobody")}) == {}  # no such home
+    plain = tmp_path / "debian-bin"
+    plain.mkdir()
+    (plain / "cargo").write_text("#!/bin/sh\n")  # Debian's cargo needs nothing of the kind
+    (plain / "cargo").chmod(0o755)
+    assert rustup_env(str(plain), {"HOME": str(home)}) == {}
+    sandbox = make_settings(tmp_path, PLAN_CASCADE_TOOL_PATH=str(tools)).sandbox_policy(
+        environ={"HOME": str(home)}
+    )
+    assert sandbox.server_env == {"RUSTUP_HOME": str(home / ".rustup")}
+    assert env_mounts(sandbox.server_env, hidden=sandbox.hidden) == [home / ".rustup"]
