@@ -17,6 +17,7 @@ import pytest
 
 from bot.plan.state_block import decode_state
 from bot.workspace.egress import DEFAULT_SETUP_EGRESS, destination, parse_egress, public
+from bot.workspace.egress_route import proxy_env
 from tests.harness import Harness
 from tests.pkgindex import PackageIndex, downloads_of
 from tests.support import bwrap_marker
@@ -157,3 +158,20 @@ async def test_a_name_that_resolves_inward_is_reached_only_at_a_listed_address()
     assert await destination("pypi.org", 443, listed, resolve=resolve) == ("203.0.113.80", "")
     assert (await destination("pypi.org", 80, listed, resolve=resolve))[0] is None, "that port only"
     assert (await destination("mirror.corp", 443, listed, resolve=resolve))[0] is None
+
+
+def test_every_package_manager_is_pointed_at_the_proxy_and_corepacks_hosts_are_allowed() -> None:
+    """yarn 2+ reads none of HTTP_PROXY/HTTPS_PROXY, only its own settings: without them every
+    berry install in the sandbox found no way out. corepack downloads yarn 2+ from
+    repo.yarnpkg.com, which the default list lacked."""
+    env = proxy_env(3128)
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "npm_config_https_proxy",
+        "CARGO_HTTP_PROXY",
+        "YARN_HTTPS_PROXY",
+    ):
+        assert env[name] == "http://127.0.0.1:3128", name
+    assert env["YARN_HTTP_PROXY"] == "http://127.0.0.1:3128"
+    assert {"registry.npmjs.org", "registry.yarnpkg.com", "repo.yarnpkg.com"} <= set(DEFAULT_SETUP_EGRESS)

@@ -33,9 +33,10 @@ def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
     """The variables that send setup's package managers through the forwarder."""
     url = f"http://127.0.0.1:{port}"
     names = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "npm_config_proxy", "npm_config_https_proxy")
+    # yarn 2+ reads none of those: only its own settings.
     env = {name: url for name in names}
     env.update({name.lower(): url for name in names[:3]})
-    env.update(CARGO_HTTP_PROXY=url, NO_PROXY="", no_proxy="")
+    env.update(CARGO_HTTP_PROXY=url, YARN_HTTP_PROXY=url, YARN_HTTPS_PROXY=url, NO_PROXY="", no_proxy="")
     return env
 
 
