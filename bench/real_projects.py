@@ -1,20 +1,21 @@
-"""Real projects out of the box (issue #26): do detected setup and gates work on real repositories?
+"""Real projects out of the box (issues #26, #41): do detected setup and gates work on real repositories?
 
     .venv/bin/python bench/real_projects.py [--only NAME ...] [--jobs N] [--keep] [--json PATH]
     .venv/bin/python bench/real_projects.py --by-hand    # the corpus's premise: its own tests pass
 
 Each project of the corpus (bench/real_corpus.py) is downloaded from its package registry (a
-PyPI sdist, an npm tarball) by name and version, checked against the sha256 pinned there,
-unpacked, and made a git repository like the project's own checkout: the sdist's generated
-metadata (`PKG-INFO`, `*.egg-info`) left out, one commit, tagged `v<version>`, so git-versioned
-builds (hatch-vcs, setuptools-scm, pdm's scm source) must find their version in git, as in a
-real one. Then a one-story plan runs on it through local mode's public entry point
-(`start_run`: the engine, setup, sandbox and gates the server uses), exactly as a repository
-with no `.github/plan-cascade.yml` gets it: detected setup, detected gates, README defaults, and
-the server's settings from this environment: its sandbox (`required` unless
-PLAN_CASCADE_SANDBOX says otherwise; bubblewrap, the data dir hidden) and its tool PATH
-(PLAN_CASCADE_TOOL_PATH, default /usr/local/bin:/usr/bin:/bin). The story's agent is the
-default `builtin` agent driven by a scripted model (no LLM): it writes
+PyPI sdist, an npm tarball, an upstream release in Debian's archive) by name and version,
+checked against the sha256 pinned there, unpacked, and made a git repository like the project's
+own checkout: the sdist's generated metadata (`PKG-INFO`, `*.egg-info`) left out, one commit,
+tagged `v<version>`, so git-versioned builds (hatch-vcs, setuptools-scm, pdm's scm source) must
+find their version in git, as in a real one. Then a one-story plan runs on it through local
+mode's public entry point (`start_run`: the engine, setup, sandbox and gates the server uses),
+exactly as a repository with no `.github/plan-cascade.yml` gets it: detected setup, detected
+gates, README defaults, and the server's settings from this environment: its sandbox (`required`
+unless PLAN_CASCADE_SANDBOX says otherwise; bubblewrap, the data dir hidden) and its tool PATH
+(PLAN_CASCADE_TOOL_PATH, default /usr/local/bin:/usr/bin:/bin), its setup variables
+(PLAN_CASCADE_SETUP_ENV) and the TLS trust settings of this environment. The story's agent is
+the default `builtin` agent driven by a scripted model (no LLM): it writes
 `docs/plan-cascade-bench.md` and finishes, a change no gate can object to.
 
 It prints, per project, the setup that was detected and ran, each check run's conclusion (setup,
@@ -23,7 +24,8 @@ reports), setup and gate times; then the summary: how many projects are green (e
 success or neutral and the test gate success; target >= 90 % of the corpus) and whether any
 output said "command not found" (target: none). `--json PATH` writes the same as data.
 
-Needs the network to PyPI and npm (downloads and setup), bubblewrap, git, node/npm.
+Needs the network to PyPI, npm and Debian (downloads and setup), bubblewrap, git, node with
+corepack, Go and Rust.
 """
 
 from __future__ import annotations
