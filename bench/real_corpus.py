@@ -221,7 +221,11 @@ CORPUS = [
         backend="pnpm (pnpm-lock.yaml, lockfile 5.3: pnpm 6), no packageManager",
         layout="flat; its test script calls pnpm",
         test_deps="devDependencies (tape, eslint, stylelint, less)",
-        by_hand="corepack pnpm@6 install --frozen-lockfile && corepack pnpm@6 test",
+        by_hand=(  # pnpm 7 on PATH, as a developer has it (pnpm 6 fails on Node 18 and later)
+            "mkdir -p .bin && printf '#!/bin/sh\\nexec corepack pnpm@7 \"$@\"\\n' > .bin/pnpm && "
+            'chmod +x .bin/pnpm && export PATH="$PWD/.bin:$PATH" && '
+            "pnpm install --frozen-lockfile && pnpm test"
+        ),
         archive="pool/main/n/node-postcss-reporter/node-postcss-reporter_7.0.5+~7.0.1.orig.tar.gz",
     ),
     Project(
