@@ -50,7 +50,8 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
-from bench.real_corpus import CORPUS, Project, check_by_hand, download, make_repo, registry_egress  # noqa: E402
+from bench.real_byhand import check_by_hand  # noqa: E402
+from bench.real_corpus import CORPUS, Project, download, make_repo, registry_egress  # noqa: E402
 from bench.real_report import Outcome, checks_in, report, why_red  # noqa: E402
 from bot.errors import LLMError  # noqa: E402
 from bot.llm.base import Completion, Message, ToolSpec  # noqa: E402
