@@ -61,6 +61,12 @@ class Metrics:
             ["limit"],
             registry=self.registry,
         )
+        self.pruned = Counter(
+            "plan_cascade_pruned_rows_total",
+            "Rows removed past PLAN_CASCADE_RETENTION_DAYS, by table (jobs, deliveries).",
+            ["table"],
+            registry=self.registry,
+        )
         self.redeliveries = Counter(
             "plan_cascade_redeliveries_requested_total",
             "Webhook deliveries that failed and were asked of GitHub again.",

@@ -25,6 +25,8 @@ class Delivery(Base):
     outcome: Mapped[str] = mapped_column(String(32))
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
+    __table_args__ = (Index("ix_deliveries_received_at", "received_at"),)
+
 
 class Job(Base):
     """A unit of work. Jobs of one `group_key` (one issue) never run at the same time."""

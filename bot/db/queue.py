@@ -1,6 +1,7 @@
 """A durable job queue on one table: claims with leases, retries with backoff, dead jobs.
 
-- A job survives restarts: it is a row until it is done.
+- A job survives restarts: it is a row until it is done. A done job keeps no body (see
+  `bot.db.retention` for how long its row stays).
 - A claimed job carries a lease; a worker that dies stops renewing it, and after
   `lease_until` another worker reclaims the job.
 - Jobs of one `group_key` (one issue) run one at a time, oldest first; a partial unique
@@ -84,8 +85,10 @@ _TAKE = (
 _DONE = (
     update(JOBS)
     .where(_HELD)
-    .values(status="done", locked_by=None, lease_until=None, updated_at=bindparam("now"))
+    .values(status="done", body=None, locked_by=None, lease_until=None, updated_at=bindparam("now"))
 )
+"""A job done: its body (a webhook's payload, ~10 KB) is no longer needed, and it goes at once; a
+job that fails keeps it for its next attempt, a dead one for the status page's requeue."""
 _RETIRED = object()
 """A claim's answer when the job it found had used its last attempt: marked dead, look again."""
 
