@@ -50,13 +50,14 @@ def server_env(
 
 
 def start_cli(
-    tmp: Path, args: Sequence[str], *, env: dict[str, str], log_path: Path
+    tmp: Path, args: Sequence[str], *, env: dict[str, str], log_path: Path, root: Path = ROOT
 ) -> subprocess.Popen[bytes]:
-    """`plan-cascade ARGS` (no `.env` read) with `env`; its output goes to `log_path`."""
+    """`plan-cascade ARGS` (no `.env` read) with `env`; its output goes to `log_path`. `root`: the
+    checkout whose `bot` runs (a benchmark's baseline runs another one's, with this interpreter)."""
     with log_path.open("w") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "--env-file", str(tmp / "none.env"), *args],
-            cwd=ROOT,
+            cwd=root,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -106,9 +107,10 @@ def running_server(
     extra_env: dict[str, str] | None = None,
     serve_args: Sequence[str] = (),
     port: int | None = None,
+    root: Path = ROOT,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Start `plan-cascade serve [serve_args]` on `port` (a free one by default); yield its URL and
-    process; stop it after."""
+    """Start `plan-cascade serve [serve_args]` on `port` (a free one by default) from the checkout
+    `root`; yield its URL and process; stop it after."""
     env = server_env(
         tmp,
         api_url=api_url,
@@ -118,7 +120,7 @@ def running_server(
     )
     port = port or free_port()
     log_path = tmp / "server.log"
-    proc = start_cli(tmp, ["serve", *serve_args, "--port", str(port)], env=env, log_path=log_path)
+    proc = start_cli(tmp, ["serve", *serve_args, "--port", str(port)], env=env, log_path=log_path, root=root)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
