@@ -14,9 +14,9 @@ Then every row is made 20 days older (the server stopped), and the server starte
 retention task prunes at start-up. After a 1 s burst (not counted: a server's first jobs load
 what it loads once), bursts of 5 s go to it while it prunes, and to a bare FastAPI
 endpoint in between; once the prune is over, bursts again (the same server, not pruning). Sizes
-are measured after a checkpoint (`PRAGMA wal_checkpoint(TRUNCATE)`, the server idle): the file,
-and the space its free pages take (pruned rows leave free pages that new rows reuse; the file
-itself does not shrink).
+are measured with the server stopped: its write-ahead log as it was left, then, after a checkpoint
+(`PRAGMA wal_checkpoint(TRUNCATE)`), the file and the space its free pages take (pruned rows leave
+free pages that new rows reuse; the file itself does not shrink).
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ MB = 1_000_000
 
 
 def size(db: Path) -> dict[str, float]:
-    """The file (MB) after a checkpoint, its free pages (MB), and its row counts."""
+    """The write-ahead log as found (MB), the file (MB) after a checkpoint, its free pages (MB),
+    and its row counts."""
+    wal = Path(f"{db}-wal")
+    found = wal.stat().st_size if wal.exists() else 0
     conn = sqlite3.connect(db, timeout=30)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -56,6 +59,7 @@ def size(db: Path) -> dict[str, float]:
     finally:
         conn.close()
     return {
+        "wal": found / MB,
         "file": db.stat().st_size / MB,
         "free": free / MB,
         "jobs": jobs,
@@ -68,7 +72,8 @@ def shown(found: dict[str, float], handled: int | None = None) -> str:
     each = f" = {used * MB / handled / 1000:.1f} KB in use a delivery" if handled else ""
     return (
         f"file {found['file']:.1f} MB, in use {used:.1f} MB{each} (free pages {found['free']:.1f} MB); "
-        f"{found['jobs']:,} jobs, {found['deliveries']:,} delivery records"
+        f"{found['jobs']:,} jobs, {found['deliveries']:,} delivery records; "
+        f"the write-ahead log was {found['wal']:.1f} MB before the checkpoint"
     )
 
 

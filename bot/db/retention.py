@@ -3,8 +3,9 @@
 Without it the database only grows: every delivery leaves a delivery record and, when handled,
 a job. What stays, and why:
 
-- A job that completes loses its body at once (`bot.db.queue`); its row stays `keep`. A dead
-  job is never removed here: it keeps its body, so the status page can requeue it.
+- A job that completes loses its body (its `job_bodies` row) at once (`bot.db.queue`); its own
+  row stays `keep`. A dead job is never removed here: it keeps its body, so the status page can
+  requeue it.
 - A delivery record stays `keep`, and never less than `MIN_DELIVERY_AGE` whatever `keep` says:
   GitHub can redeliver a delivery for 3 days, and its record is what makes the redelivery a
   duplicate (`bot.db.intake`) and what stops the look for missed deliveries from asking for it

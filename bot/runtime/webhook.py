@@ -256,13 +256,12 @@ async def _receive(
     now = utcnow()
     job = None
     if handled:
-        # The job keeps the body as received, in its own text column; the worker decodes it
+        # The job keeps the body as received, in a row of its own (`job_bodies`); the worker decodes it
         # again (much cheaper than re-encoding the parsed payload into a JSON column).
         job = job_row(
             kind=WEBHOOK_JOB,
             group_key=keys.group_key(event_name),
             payload={"event": event_name, "delivery_id": delivery_id},
-            body=body.decode(),
             delivery_id=delivery_id,
             max_attempts=intake.max_attempts,
             now=now,
@@ -275,6 +274,7 @@ async def _receive(
         outcome=outcome,
         received_at=now,
         job=job,
+        body=body.decode() if job is not None else None,
     )
     if not await intake.writer.submit(record):
         deliveries.labels(label, "duplicate").inc()
