@@ -5,7 +5,6 @@ page need is kept."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +21,6 @@ from bot.db.intake import DeliveryRecord, DeliveryWriter
 from bot.db.models import Delivery, Job, JobBody
 from bot.db.queue import JobQueue, job_row
 from bot.db.retention import MIN_DELIVERY_AGE, last_prune, prune
-from bot.db.sqlite import WAL_KEEP_BYTES, sqlite_pragmas
 from bot.errors import ConfigurationError, NotInstalled
 from bot.metrics import Metrics
 from bot.runtime.routing import Event, Router
@@ -357,24 +355,3 @@ async def test_the_upgrade_moves_waiting_bodies_beside_their_jobs_and_drops_done
         assert claimed is not None and claimed.id == 2 and claimed.body == BODY
     finally:
         await database.dispose()
-
-
-def test_an_emptied_write_ahead_log_is_cut_back(tmp_path: Path) -> None:
-    """A burst can grow SQLite's log far past its usual size; once a checkpoint has copied it into
-    the database, the next write starts it again and cuts its file back to `WAL_KEEP_BYTES`."""
-    path = tmp_path / "wal.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    sqlite_pragmas(conn)
-    conn.execute("PRAGMA wal_autocheckpoint=0")  # as the intake's and the queue's connections
-    conn.execute("CREATE TABLE t (x TEXT)")
-    chunk = "x" * 1_000_000
-    conn.execute("BEGIN")
-    for _ in range(WAL_KEEP_BYTES // 1_000_000 + 16):
-        conn.execute("INSERT INTO t VALUES (?)", (chunk,))
-    conn.execute("COMMIT")
-    wal = Path(f"{path}-wal")
-    assert wal.stat().st_size > WAL_KEEP_BYTES
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # what the Checkpointer runs
-    conn.execute("INSERT INTO t VALUES ('after')")
-    assert wal.stat().st_size <= WAL_KEEP_BYTES
-    conn.close()

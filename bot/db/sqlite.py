@@ -18,18 +18,10 @@ def ensure_sqlite_dir(url: str) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
-WAL_KEEP_BYTES = 64 * 1024 * 1024
-"""What the write-ahead log's file is cut back to once a checkpoint has emptied it."""
-
-
 def sqlite_pragmas(dbapi_conn: object, _record: object = None) -> None:
-    """What every SQLite connection of ours runs first: WAL (its file kept to `WAL_KEEP_BYTES`
-    once emptied), NORMAL sync, a 30 s busy wait."""
+    """What every SQLite connection of ours runs first: WAL, NORMAL sync, a 30 s busy wait."""
     cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA busy_timeout=30000")
-    # A write-ahead log that grew under a burst keeps its size on disk after the checkpoint that
-    # empties it, unless told: a burst of 100,000 deliveries left 4 GB of it behind for good.
-    cursor.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
     cursor.close()
