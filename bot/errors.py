@@ -103,3 +103,13 @@ class StalePlan(PlanCascadeError):
 
 class UnknownIdentity(PlanCascadeError):
     """The bot's own login is not known yet: no plan state can be trusted without it."""
+
+
+class Throttled(PlanCascadeError):
+    """GitHub's pacing or rate limits would keep this job waiting longer than it may wait in place:
+    the worker puts it back in the queue, due in `seconds`, without counting an attempt, and takes
+    other jobs meanwhile (a job holds no worker while an installation's writes wait)."""
+
+    def __init__(self, message: str, *, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds

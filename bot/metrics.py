@@ -67,6 +67,25 @@ class Metrics:
             ["table"],
             registry=self.registry,
         )
+        self.refusals = Counter(
+            "plan_cascade_refusals_total",
+            "Commands refused for want of permission: answered (posted) or not again (silenced).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.github_writes_skipped = Counter(
+            "plan_cascade_github_writes_skipped_total",
+            "Writes the write queue did not send: a 👀 whose answer went first (ack), an edit a "
+            "newer one replaced (edit).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.egress_blocked = Counter(
+            "plan_cascade_egress_blocked_total",
+            "Requests the egress proxy refused, by whose they were (agent, setup).",
+            ["proxy"],
+            registry=self.registry,
+        )
         self.redeliveries = Counter(
             "plan_cascade_redeliveries_requested_total",
             "Webhook deliveries that failed and were asked of GitHub again.",

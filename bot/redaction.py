@@ -47,6 +47,11 @@ def register_secret(value: str | None) -> None:
         _known.add(value.strip())
 
 
+def known_secrets() -> tuple[str, ...]:
+    """Every value registered with `register_secret`: what the secret scan looks for in a push."""
+    return tuple(_known)
+
+
 def redact(text: str, *, secrets: tuple[str, ...] = ()) -> str:
     """`text` with known secrets, `secrets` and credential-shaped strings masked."""
     if not text:

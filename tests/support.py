@@ -202,3 +202,20 @@ def server_folder(prefix: str) -> Iterator[Path]:
     finally:  # whatever is left (before a fix: all of it, made unreadable)
         subprocess.run(["chmod", "-R", "u+rwx", str(top)], check=False, capture_output=True)
         subprocess.run(["rm", "-rf", str(top)], check=True)
+
+
+class SleepClock:
+    """A monotonic clock that moves only when something sleeps on it (or the test moves `now`):
+    a throttle's hour of waiting passes in no time, and `sleeps` shows it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)

@@ -11,6 +11,7 @@ import pytest
 
 from bot.orchestration.engine import execute
 from bot.plan.state import PlanStatus, StoryStatus, update_story
+from bot.workspace.egress_route import AGENT_ENV, proxy_env
 from bot.workspace.sandbox import Sandbox
 from tests.execution_support import (
     agent_script,
@@ -244,7 +245,8 @@ async def test_no_secret_reaches_an_agent(tmp_path: Path, monkeypatch: pytest.Mo
     env = git("show", "plan-cascade/7/story-001:env.txt", cwd=remote)
     assert "supersecret" not in env and "sk-ant" not in env and "whsec" not in env
     names = {line.split("=", 1)[0] for line in env.splitlines() if "=" in line}
-    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "PWD", "SHLVL", "_", "OLDPWD"}, names
+    routed = {*proxy_env(), *AGENT_ENV}  # its way out through the egress proxy: no secret in them
+    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "PWD", "SHLVL", "_", "OLDPWD", *routed}, names
 
 
 async def test_an_agent_that_changes_nothing_fails_the_story(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +59,14 @@ def _answered(h: Harness, since: float, method: str, path: str) -> Any:
     return next(r for r in h.fake.requests if r.at >= since and r.method == method and r.path == path)
 
 
-async def test_the_eyes_and_every_read_go_first_then_the_plan_comment_two_round_trips(h: Harness) -> None:
+async def test_every_read_goes_first_then_the_eyes_and_the_plan_comment_two_round_trips(h: Harness) -> None:
     await _label(h, 1, "maint")  # learns the config (and the token)
     h.fake.latency = 0.05
     since = await _label(h, 2, "other")  # a user whose permission is not cached
-    first = next(r for r in h.fake.requests if r.at >= since)
-    assert (first.method, first.path) == ("POST", f"/repos/{REPO}/issues/2/reactions")
-    assert h.fake.round_trips(first, since=since) == 1
+    permission = _answered(h, since, "GET", f"/repos/{REPO}/collaborators/other/permission")
+    eyes = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/reactions")
+    assert eyes.at >= permission.done, "no write before the sender's write access is known"
+    assert h.fake.round_trips(eyes, since=since) == 2
     made = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/comments")
     assert h.fake.round_trips(made, since=since) == 2, "the comment waits for the reads, not the 👀"
     reads = [r for r in h.fake.requests if r.at >= since and r.method == "GET"]
@@ -74,7 +76,35 @@ async def test_the_eyes_and_every_read_go_first_then_the_plan_comment_two_round_
         f"/repos/{REPO}/issues/2",
         f"/repos/{REPO}/contents/pyproject.toml",
     }
-    assert all(h.fake.round_trips(r, since=since) == 1 for r in reads), "the reads go out with the 👀"
+    assert all(h.fake.round_trips(r, since=since) == 1 for r in reads), "every read in the first round trip"
+
+
+async def test_a_writer_whose_permission_is_cached_gets_the_eyes_in_the_first_round_trip(h: Harness) -> None:
+    await _label(h, 1, "maint")  # learns the config, the token and maint's permission
+    h.fake.latency = 0.05
+    since = await _label(h, 2, "maint")
+    eyes = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/reactions")
+    assert h.fake.round_trips(eyes, since=since) == 1, "with the reads"
+
+
+async def test_a_writer_seen_lately_gets_the_eyes_at_once_while_the_permission_is_read_again(
+    h: Harness,
+) -> None:
+    now = [0.0]
+    h.services.permissions.clock = lambda: now[0]
+    await _label(h, 1, "maint")
+    now[0] += 600  # ten minutes later: the permission is read again before anything is decided
+    h.fake.latency = 0.05
+    since = await _label(h, 2, "maint")
+    permission = _answered(h, since, "GET", f"/repos/{REPO}/collaborators/maint/permission")
+    eyes = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/reactions")
+    assert h.fake.round_trips(permission, since=since) == 1
+    assert h.fake.round_trips(eyes, since=since) == 1, "a writer GitHub named lately: the 👀 needs no wait"
+    h.fake.set_permission(REPO, "maint", "read")  # demoted meanwhile
+    now[0] += 600
+    await _label(h, 3, "maint")
+    assert not h.plan_comments(3), "the decision is the fresh read's"
+    assert "has read access" in h.comments(3)[-1]
 
 
 class ThrottleClock:
@@ -83,12 +113,15 @@ class ThrottleClock:
     def __init__(self) -> None:
         self.now = 0.0
         self.sleeps: list[float] = []
+        self.slept_at: list[float] = []
+        """When (on the fake GitHub's clock, the real one) each sleep began."""
 
     def __call__(self) -> float:
         return self.now
 
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
+        self.slept_at.append(time.monotonic())
         self.now += seconds
 
 
@@ -117,7 +150,8 @@ async def test_a_repository_with_manifests_and_a_cold_config_gets_its_plan_in_th
         assert h.fake.round_trips(manifest, since=since) == 2, "read with the tree, not after it"
         made = _answered(h, since, "POST", f"/repos/{REPO}/issues/2/comments")
         assert h.fake.round_trips(made, since=since) == 3
-        assert clock.sleeps[paused:] == [], "no throttle wait before the first plan comment"
+        early = [at for at in clock.slept_at[paused:] if at < made.at]
+        assert early == [], "no throttle wait before the first plan comment"
         plan = h.plan_comments(2)[-1].body
         assert "pyproject.toml" in plan, "setup was detected from the manifest read in the prefetch"
 

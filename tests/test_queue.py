@@ -20,6 +20,7 @@ from bot.clock import utcnow
 from bot.db.engine import QUEUE_ROW_BYTES, Database
 from bot.db.queue import JobQueue, backoff_seconds
 from bot.db.sqlite import sqlite_path
+from bot.errors import Throttled
 from bot.runtime.routing import Router
 from bot.runtime.services import Services
 from bot.runtime.settings import Settings
@@ -292,6 +293,37 @@ async def test_failed_jobs_retry_with_backoff_then_die_visibly(sqlite_db: Databa
     assert (await queue.counts()) == {"dead": 1}
     assert metrics.jobs.labels("boom", "dead")._value.get() == 1
     assert any("dead" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+
+
+async def test_a_job_waiting_for_github_is_put_back_until_due_and_keeps_its_attempts(
+    sqlite_db: Database,
+) -> None:
+    clock = Clock()
+    queue = JobQueue(sqlite_db, clock=clock)
+    job_id = await queue.enqueue(kind="write", group_key="o/r#1", payload={}, max_attempts=1)
+    later = await queue.enqueue(kind="write", group_key="o/r#1", payload={})
+    other = await queue.enqueue(kind="write", group_key="x/y#1", payload={})
+    kinds = JobKinds()
+
+    @kinds.register("write")
+    async def _write(job, services) -> None:
+        if job.id == job_id:
+            raise Throttled("the installation's hour of creations is used up", seconds=600)
+
+    pool = WorkerPool(queue=queue, router=Router(), kinds=kinds, services=Services(settings=Settings()))
+    job = await queue.claim("w")
+    assert await pool.run_job(job, "w") == "deferred"
+    taken = await queue.claim("w")
+    assert taken.id == other, "the worker takes other jobs; the issue's next one waits its turn"
+    assert await pool.run_job(taken, "w") == "done"
+    assert await queue.claim("w2") is None
+    clock.advance(601)
+    again = await queue.claim("w")
+    assert again.id == job_id and again.attempts == 1, "waiting was not an attempt (it has only one)"
+    assert await pool.run_job(again, "w") == "deferred", "not dead: it never failed"
+    clock.advance(601)
+    assert (await queue.claim("w")).id == job_id
+    assert (await queue.get(later)).status == "queued"
 
 
 def test_backoff_grows_and_is_capped() -> None:

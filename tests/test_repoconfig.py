@@ -54,7 +54,8 @@ def test_default_values_match_the_public_contract() -> None:
         "tool_timeout_seconds": 120,
         "output_limit_chars": 20_000,
     }
-    assert config.agent.author_email == "plan-cascade[bot]@users.noreply.github.com"
+    # The App's own bot unless the repository names another author (learned from GitHub).
+    assert (config.agent.author_name, config.agent.author_email) == (None, None)
     assert (config.gates.timeout_seconds, config.gates.max_retries, config.gates.detect) == (900, 2, True)
     assert config.execution.model_dump() == {
         "max_parallel": 3,
@@ -69,6 +70,7 @@ def test_default_values_match_the_public_contract() -> None:
     assert config.paths.deny == [".github/workflows/**"]
     assert config.publishing.labels == ["plan-cascade"]
     assert config.publishing.draft_on_failure is True
+    assert config.publishing.commits == "auto"
 
 
 def test_story_types_match_the_plan_model() -> None:
@@ -276,7 +278,7 @@ def test_command_templates_only_use_the_known_placeholders() -> None:
         "    aider: 'x'\n"
         "    open: 'x {'\n"
     )
-    fix = "use {prompt_file}, {story_id} or {worktree}, and write {{ and }} for literal braces"
+    fix = "use {prompt_file}, {story_id}, {worktree} or {mcp_config}, and write {{ and }} for literal braces"
     assert problems_of(text) == [
         f"agent.commands.mine: unknown placeholder {{HOME}} — {fix}",
         f"agent.commands.mine: unknown placeholder {{worktree!r}} — {fix}",
@@ -490,7 +492,7 @@ def test_every_schema_property_has_a_description_and_no_extras() -> None:
     schema = repo_config_json_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     objects = [schema, *schema["$defs"].values()]
-    assert len(objects) == 13  # RepoConfig and its 12 nested models
+    assert len(objects) == 15  # RepoConfig and its 14 nested models
     for obj in objects:
         assert obj["additionalProperties"] is False, obj["title"]
         for name, prop in obj["properties"].items():

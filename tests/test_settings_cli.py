@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app.doctor import deliveries_check, run_checks
+from bot.app.doctor import deliveries_check, run_checks, urls_check
 from bot.cli import main
 from bot.errors import ConfigurationError
 from bot.runtime.settings import Settings, load_settings
@@ -158,6 +158,7 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
         (True, "LLM"),
         (True, "database"),
         (True, "GitHub API"),
+        (True, "GitHub URLs"),
         (True, "webhook deliveries"),
     ]
 
@@ -171,8 +172,29 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
     results = await run_checks(bad, transport=httpx.MockTransport(down))
     failed = {name: detail for ok, name, detail in results if not ok}
     assert "PLAN_CASCADE_WEBHOOK_SECRET" in failed["settings"]
-    assert "unreachable" in failed["GitHub API"] or "/api/v3" in failed["GitHub API"]
+    assert "unreachable" in failed["GitHub API"]
+    assert failed["GitHub URLs"] == (
+        "https://ghe.example.com looks like a GitHub Enterprise Server host: its REST API is "
+        "https://ghe.example.com/api/v3"
+    )
     assert "cannot read its deliveries" in failed["webhook deliveries"]
+
+
+def test_doctor_says_which_urls_an_enterprise_server_gets(tmp_path: Path) -> None:
+    ghes = make_settings(tmp_path, GITHUB_API_URL="https://ghe.example.com/api/v3/")
+    assert urls_check(ghes) == (
+        True,
+        "GitHub URLs",
+        "GitHub Enterprise Server: REST https://ghe.example.com/api/v3, GraphQL "
+        "https://ghe.example.com/api/graphql, web pages and links https://ghe.example.com",
+    )
+    public = make_settings(tmp_path, GITHUB_API_URL="https://api.github.com")
+    assert (
+        "GraphQL https://api.github.com/graphql, web pages and links https://github.com"
+        in urls_check(public)[2]
+    )
+    web = make_settings(tmp_path, GITHUB_API_URL="https://github.com")
+    assert urls_check(web)[:2] == (False, "GitHub URLs") and "https://api.github.com" in urls_check(web)[2]
 
 
 async def test_doctor_says_whether_the_app_can_read_its_deliveries(tmp_path: Path) -> None:

@@ -15,26 +15,8 @@ from bot.plan.state import PlanStatus
 from bot.plan.state_block import decode_state
 from tests.execution_support import agent_script, git
 from tests.harness import REPO, Harness, commented, pr_closed
+from tests.test_publishing import PRD
 
-PRD = """Two batches.
-
-```prd
-version: 1
-title: Greetings
-summary: Add greeting files.
-stories:
-  - id: STORY-001
-    title: Hello file
-    acceptance_criteria: ["story-001.txt contains the line 'done'"]
-  - id: STORY-002
-    title: World file
-    acceptance_criteria: ["story-002.txt contains the line 'done'"]
-  - id: STORY-003
-    title: Both together
-    depends_on: [STORY-001, STORY-002]
-    acceptance_criteria: ["story-003.txt contains the line 'done'"]
-```
-"""
 WRITE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\ncat "$3" > "$2/prompt-$id.md"\n'
 BATCH_1, BATCH_2 = "plan-cascade/1/batch-1", "plan-cascade/1/batch-2"
 

@@ -120,13 +120,13 @@ async def _local_base(run: Run, base: str) -> None:
 async def _marker_commit(run: Run, story_id: str, base: str, record: StoryState) -> str:
     """An empty commit on the story branch that carries the failure, pushed."""
     base_sha = await run.mirror.resolve(base)
-    author = run.config.agent
+    author = run.author
     env = run.mirror.local_env(
         {
-            "GIT_AUTHOR_NAME": author.author_name,
-            "GIT_AUTHOR_EMAIL": author.author_email,
-            "GIT_COMMITTER_NAME": author.author_name,
-            "GIT_COMMITTER_EMAIL": author.author_email,
+            "GIT_AUTHOR_NAME": author.name,
+            "GIT_AUTHOR_EMAIL": author.email,
+            "GIT_COMMITTER_NAME": author.name,
+            "GIT_COMMITTER_EMAIL": author.email,
         }
     )
     message = f"{story_id}: no changes ({record.reason or record.status.value})"
@@ -137,8 +137,7 @@ async def _marker_commit(run: Run, story_id: str, base: str, record: StoryState)
     branch = story_branch(run.branch_prefix, story_id)
     await run.mirror.git("update-ref", f"refs/heads/{branch}", sha)
     remote = await run.mirror.remote_sha(branch)
-    await run.mirror.push(branch, expected_remote_sha=remote, force=True)
-    return sha
+    return await run.mirror.push(branch, expected_remote_sha=remote, force=True)
 
 
 async def _report(

@@ -102,6 +102,7 @@ def action_settings(inputs: ActionInputs, data_dir: Path) -> Settings:
         webhook_secret=None,
         database_url=None,
         github_api_url=inputs.api_url,
+        github_server_url=inputs.server_url,
         data_dir=data_dir,
         llm_provider=inputs.llm_provider,
         llm_model=inputs.llm_model,

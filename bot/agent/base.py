@@ -15,9 +15,12 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
+from bot.config.mcp import McpServer
 from bot.config.repo import AgentLimits
 from bot.llm import Usage
 from bot.plan import PRD, Story
+from bot.plan.blocked import BlockedRequest
+from bot.plan.records import ToolUse
 from bot.workspace.gitview import GitView
 from bot.workspace.sandbox import Confinement, Sandbox
 
@@ -66,6 +69,15 @@ class AgentTask(BaseModel):
     git: InstanceOf[GitView] | None = Field(
         default=None, description="The worktree's git as the sandbox shows it (history read-only)."
     )
+    egress: tuple[str, ...] | None = Field(
+        default=None,
+        description="The repository's `agent.egress`: it narrows the operator's list, never widens "
+        "it; None: the operator's list as it is.",
+    )
+    mcp_servers: dict[str, McpServer] = Field(
+        default_factory=dict,
+        description="The repository's `agent.mcp_servers`: their allowed tools are offered.",
+    )
 
 
 async def confinement_for(
@@ -96,6 +108,12 @@ class AgentResult(BaseModel):
     iterations: int = Field(default=0, description="Model calls made (0 when the agent does not report it).")
     model: str | None = Field(default=None, description="Model that answered, when known.")
     agent: str = Field(description="Name of the agent that ran.")
+    blocked: list[BlockedRequest] = Field(
+        default_factory=list, description="Its network requests the egress proxy refused, per destination."
+    )
+    mcp_tools: dict[str, ToolUse] = Field(
+        default_factory=dict, description="MCP tools the agent called (`<server>__<tool>`), with counts."
+    )
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from bot.agent.base import AgentFailed, AgentResult, AgentStatus, AgentTask, LimitsExceeded, Submitted
+from bot.agent.mcp import McpTools, mcp_notes, open_task_mcp
 from bot.agent.prompt import task_prompt
 from bot.agent.tools import TOOL_SPECS, ToolContext, run_tool
 from bot.agent.transcript import Transcript
@@ -101,15 +102,19 @@ class BuiltinAgent:
         transcript.record("task", agent=self.name, story=task.story.id, phase=task.phase)
         run = _Run(started=self._clock())
         try:
-            result = await self._attempt(task, run, transcript)
+            async with open_task_mcp(task, record=transcript.record) as mcp:
+                result = await self._attempt(task, run, transcript, mcp)
+            result = result.model_copy(update={"mcp_tools": dict(mcp.used)})
             transcript.record("result", **result.model_dump(mode="json"))
             return result
         finally:
             transcript.save()
 
-    async def _attempt(self, task: AgentTask, run: _Run, transcript: Transcript) -> AgentResult:
+    async def _attempt(
+        self, task: AgentTask, run: _Run, transcript: Transcript, mcp: McpTools
+    ) -> AgentResult:
         try:
-            await self._loop(task, run, transcript)
+            await self._loop(task, run, transcript, mcp)
         except Submitted as done:
             return run.result(self.name, "finished", summary=done.message)
         except LimitsExceeded as stop:
@@ -117,17 +122,20 @@ class BuiltinAgent:
         except AgentFailed as failure:
             return run.result(self.name, "failed", reason=failure.message)
 
-    async def _loop(self, task: AgentTask, run: _Run, transcript: Transcript) -> NoReturn:
+    async def _loop(self, task: AgentTask, run: _Run, transcript: Transcript, mcp: McpTools) -> NoReturn:
         base = await ToolContext.for_task(task)
-        messages = [Message(role="user", content=task_prompt(task))]
+        about, failed = mcp_notes(mcp)
+        system = f"{SYSTEM_PROMPT}\n\n{about}" if about else SYSTEM_PROMPT
+        prompt = f"{task_prompt(task)}\n{failed}" if failed else task_prompt(task)
+        messages = [Message(role="user", content=prompt)]
         transcript.message(messages[0])
         while True:
             run.check(task, self._clock())
             try:
                 completion = await self.llm.complete(
-                    system=SYSTEM_PROMPT,
+                    system=system,
                     messages=messages,
-                    tools=TOOL_SPECS,
+                    tools=[*TOOL_SPECS, *mcp.specs],
                     cache_prefix=True,
                     cache_conversation=True,
                 )
@@ -148,6 +156,9 @@ class BuiltinAgent:
             for call in completion.tool_calls:
                 remaining = task.limits.max_wall_seconds - (self._clock() - run.started)
                 ctx = dataclasses.replace(base, timeout_s=max(1.0, min(base.timeout_s, remaining)))
-                observation = await run_tool(ctx, call)
+                if mcp.offers(call.name):
+                    observation = await mcp.call(call.name, call.arguments)
+                else:
+                    observation = await run_tool(ctx, call)
                 messages.append(Message(role="tool", content=observation, tool_call_id=call.id))
                 transcript.message(messages[-1])

@@ -10,30 +10,47 @@ of ours, plus exactly the variables the operator lists in ``PLAN_CASCADE_AGENT_E
 example ``ANTHROPIC_API_KEY``): those are visible to the agent and to whatever it runs.
 
 These agents run in the same sandbox as everything else the bot starts on untrusted code
-(see `bot.workspace.sandbox`), with network access when the operator allows it
-(``PLAN_CASCADE_AGENT_NETWORK``, default on: they must reach their model's API).
+(see `bot.workspace.sandbox`), in their own network namespace. When the operator allows them the
+network (``PLAN_CASCADE_AGENT_NETWORK``, default on: they must reach their model's API) their only
+way out is a proxy of the bot's own, started for the run, like setup's: it reaches the hosts of
+``PLAN_CASCADE_AGENT_EGRESS`` that the repository's ``agent.egress`` (when set) lists too, never the
+server's loopback, the private network or the cloud's metadata address, and counts what it refuses
+(`AgentResult.blocked`, reported on the story's check runs and pull request). Unconfined
+(``PLAN_CASCADE_SANDBOX=off``) they share the host's network, like every unconfined process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 from bot.agent.base import AgentResult, AgentTask, confinement_for
+from bot.agent.mcp import open_task_mcp
+from bot.agent.mcp_relay import SERVER_NAME, McpRelay, empty_config, mcp_relay
 from bot.agent.prompt import task_prompt
 from bot.agent.transcript import Transcript
 from bot.environment.setup import with_env_path
 from bot.errors import AgentError
+from bot.plan.blocked import BlockedRequest, blocked_requests
 from bot.workspace import run_process, scrubbed_env
+from bot.workspace.egress_route import EgressRoute, agent_route
 from bot.workspace.process import SAFE_PATH
+from bot.workspace.sandbox import Confinement
 
 SUMMARY_CHARS = 2000
 """Characters of the output's tail kept as the summary or the failure reason."""
 
 PRESETS: dict[str, tuple[str, str]] = {
     # Headless mode; edits accepted without asking, and Bash allowed so it can run the tests.
-    "claude-code": ("claude -p --permission-mode acceptEdits --allowedTools Bash < {prompt_file}", "claude"),
+    # `{mcp}`: the bot's MCP relay, when the run has MCP tools (`bot.agent.mcp_relay`).
+    "claude-code": (
+        "claude -p --permission-mode acceptEdits --allowedTools Bash{mcp} < {prompt_file}",
+        "claude",
+    ),
     # Keeps git for aider's repository map, but never commits and never touches .gitignore.
     "aider": (
         "aider --yes-always --no-auto-commits --no-dirty-commits --no-gitignore --no-check-update "
@@ -41,7 +58,7 @@ PRESETS: dict[str, tuple[str, str]] = {
         "aider",
     ),
     # `-` reads the prompt from stdin; its own sandbox lets it write the workspace only.
-    "codex": ("codex exec --sandbox workspace-write --skip-git-repo-check - < {prompt_file}", "codex"),
+    "codex": ("codex exec {mcp}--sandbox workspace-write --skip-git-repo-check - < {prompt_file}", "codex"),
 }
 """Preset command agents: name -> (command template, binary that must be installed)."""
 
@@ -63,12 +80,30 @@ class CommandAgent:
         """True when there is no binary to check, or it is installed."""
         return self.binary is None or shutil.which(self.binary) is not None
 
-    def command(self, *, prompt_file: Path, task: AgentTask) -> str:
-        """The template with its placeholders filled in, shell-quoted."""
+    def command(
+        self,
+        *,
+        prompt_file: Path,
+        task: AgentTask,
+        mcp_config: Path | None = None,
+        relay: McpRelay | None = None,
+    ) -> str:
+        """The template with its placeholders filled in, shell-quoted; a preset that takes MCP
+        servers is given the relay when there is one."""
+        config = shlex.quote(str(mcp_config or ""))
+        flags = ""
+        if relay is not None and self.name == "claude-code":  # only the relay's servers, its tools allowed
+            flags = (
+                f" mcp__{SERVER_NAME} --strict-mcp-config --mcp-config {shlex.quote(str(relay.config_file))}"
+            )
+        elif relay is not None and self.name == "codex":
+            flags = relay.codex_flags()
         return self.template.format(
             prompt_file=shlex.quote(str(prompt_file)),
             story_id=shlex.quote(task.story.id),
             worktree=shlex.quote(str(task.worktree)),
+            mcp_config=config,
+            mcp=flags,
         )
 
     def _tool_dirs(self) -> list[Path]:
@@ -96,13 +131,15 @@ class CommandAgent:
         transcript = Transcript(task.transcript_path)
         transcript.record("task", agent=self.name, story=task.story.id, phase=task.phase)
         try:
-            result = await self._run(task, transcript)
+            async with open_task_mcp(task, record=transcript.record) as mcp, mcp_relay(mcp) as relay:
+                result = await self._run(task, transcript, relay)
+            result = result.model_copy(update={"mcp_tools": dict(mcp.used)})
             transcript.record("result", **result.model_dump(mode="json"))
             return result
         finally:
             transcript.save()
 
-    async def _run(self, task: AgentTask, transcript: Transcript) -> AgentResult:
+    async def _run(self, task: AgentTask, transcript: Transcript, relay: McpRelay | None) -> AgentResult:
         prompt_file = task.home / f"prompt-{task.story.id}.md"
         if prompt_file.resolve().is_relative_to(task.worktree.resolve()):
             raise AgentError(
@@ -110,31 +147,62 @@ class CommandAgent:
             )
         task.home.mkdir(parents=True, exist_ok=True)
         prompt_file.write_text(task_prompt(task), encoding="utf-8")
-        command = self.command(prompt_file=prompt_file, task=task)
+        mcp_config = relay.config_file if relay is not None else empty_config(task.home)
+        command = self.command(prompt_file=prompt_file, task=task, mcp_config=mcp_config, relay=relay)
         transcript.record("command", command=command)
-        confinement = await confinement_for(task, network=task.sandbox.agent_network, tools=self._tool_dirs())
-        outcome = await run_process(
-            command,
-            cwd=task.worktree,
-            env=with_env_path(
-                scrubbed_env(
-                    home=task.home, extra={"PATH": self._path(task.path)}, passthrough=task.sandbox.agent_env
-                ),
-                task.env,
+        confinement = await confinement_for(task, tools=self._tool_dirs())  # its own network namespace
+        if relay is not None:  # the relay's script and the bot's socket, read-only
+            confinement = replace(confinement, readonly=(*confinement.readonly, relay.folder))
+        env = with_env_path(
+            scrubbed_env(
+                home=task.home, extra={"PATH": self._path(task.path)}, passthrough=task.sandbox.agent_env
             ),
-            timeout=task.limits.max_wall_seconds,
-            output_limit=max(task.limits.output_limit_chars, SUMMARY_CHARS),
-            confinement=confinement,
+            task.env,
         )
+        blocked: list[BlockedRequest] = []
+        async with _egress(task, confinement) as route:
+            if route is not None:  # out through the proxy alone: its forwarder starts first
+                command = route.prelude + command
+                env = {**env, **route.env}
+                confinement = replace(confinement, readonly=(*confinement.readonly, route.folder))
+            outcome = await run_process(
+                command,
+                cwd=task.worktree,
+                env=env,
+                timeout=task.limits.max_wall_seconds,
+                output_limit=max(task.limits.output_limit_chars, SUMMARY_CHARS),
+                confinement=confinement,
+            )
+            if route is not None and route.proxy is not None:
+                blocked = blocked_requests(route.proxy.blocked.entries(), by="agent")
         transcript.record("output", **outcome.model_dump(mode="json"))
+        if blocked:
+            transcript.record("blocked", requests=[b.model_dump(mode="json") for b in blocked])
         tail = _tail(outcome.output)
         if outcome.timed_out:
             reason = f"time limit reached: killed after {task.limits.max_wall_seconds}s\n{tail}".rstrip()
-            return AgentResult(status="limits_exceeded", reason=reason, agent=self.name)
+            return AgentResult(status="limits_exceeded", reason=reason, agent=self.name, blocked=blocked)
         if outcome.exit_code != 0:
             reason = f"`{self.name}` exited with code {outcome.exit_code}\n{tail}".rstrip()
-            return AgentResult(status="failed", reason=reason, agent=self.name)
-        return AgentResult(status="finished", summary=tail or f"`{self.name}` finished", agent=self.name)
+            return AgentResult(status="failed", reason=reason, agent=self.name, blocked=blocked)
+        summary = tail or f"`{self.name}` finished"
+        return AgentResult(status="finished", summary=summary, agent=self.name, blocked=blocked)
+
+
+@contextlib.asynccontextmanager
+async def _egress(task: AgentTask, confinement: Confinement) -> AsyncIterator[EgressRoute | None]:
+    """The agent's way out for one run: a proxy of its own when it is confined and may go out;
+    None when it may not (no network at all) or runs unconfined (the host's network)."""
+    if not (task.sandbox.agent_network and confinement.confined):
+        yield None
+        return
+    hook = task.sandbox.on_blocked
+    async with agent_route(
+        task.sandbox.agent_egress,
+        narrowed=task.egress,
+        on_blocked=(lambda: hook("agent")) if hook is not None else None,
+    ) as route:
+        yield route
 
 
 def preset_agent(name: str) -> CommandAgent:

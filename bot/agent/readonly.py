@@ -3,8 +3,9 @@
 The loop is the built-in agent's (one message list, tools answered by id, limits checked
 before each model call) with a different tool set: ``read``, ``glob`` and ``grep`` over a
 commit of the mirror (``git show``, ``git ls-tree``, ``git grep``: no checkout, no process of
-the repository's, nothing can be written) and ``submit`` with the answer. Any other tool name
-is refused, whatever the model asks. The answer may also come as a plain JSON message.
+the repository's, nothing can be written) and ``submit`` with the answer, plus, for exploration,
+the tools of the repository's MCP servers marked ``read_only: true`` (`bot.agent.mcp`). Any other
+tool name is refused, whatever the model asks. The answer may also come as a plain JSON message.
 
 Used by the acceptance review of a batch (`bot.orchestration.acceptance`).
 """
@@ -20,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from bot.agent.mcp import McpTools
 from bot.agent.tools import MAX_GLOB_RESULTS, MAX_GREP_RESULTS, MAX_LINE_CHARS, clip
 from bot.agent.toolspecs import GlobArgs, GrepArgs, ReadArgs
 from bot.config.globs import is_denied
@@ -249,13 +251,15 @@ async def investigate(
     limits: ReadOnlyLimits,
     validate: Callable[[T], list[str]] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    mcp: McpTools | None = None,
 ) -> Investigation[T]:
-    """Let the model read `tree` until it submits a valid `answer`; raises `Unfinished`."""
+    """Let the model read `tree` until it submits a valid `answer`; raises `Unfinished`. `mcp`:
+    the tools of the repository's `read_only` MCP servers, offered beside read, glob and grep."""
     started = clock()
     usage, cost, steps = Usage(), 0.0, 0
     files: list[str] = []
     messages = [Message(role="user", content=prompt)]
-    specs = tool_specs(answer)
+    specs = tool_specs(answer) + (mcp.specs if mcp is not None else [])
     while True:
         why = _over(limits, steps, usage, cost, clock() - started)
         if why:
@@ -280,6 +284,8 @@ async def investigate(
                 if value is not None:
                     return Investigation(value, usage, round(cost, 6), steps, files)
                 observation = _fix(problems)
+            elif mcp is not None and mcp.offers(call.name):
+                observation = await mcp.call(call.name, call.arguments)
             else:
                 observation = clip(await _run(tree, call, files), limits.output_limit_chars)
             messages.append(Message(role="tool", content=observation, tool_call_id=call.id))

@@ -7,6 +7,7 @@ import httpx
 from bot.db.engine import Database
 from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
+from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, web_url
 from bot.runtime.settings import Settings, check_private_key
 
 Check = tuple[bool, str, str]
@@ -51,12 +52,21 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
             results.append((False, "GitHub API", f"{url} answered {resp.status_code}"))
     except httpx.HTTPError as exc:
         results.append((False, "GitHub API", f"{url} unreachable: {exc.__class__.__name__}: {exc}"))
-    if url.startswith("https://") and "api.github.com" not in url and not url.endswith("/api/v3"):
-        results.append(
-            (False, "GitHub API", f"{url} looks like a GitHub Enterprise Server host: use {url}/api/v3")
-        )
+    results.append(urls_check(settings))
     results.append(await deliveries_check(settings, transport=transport))
     return results
+
+
+def urls_check(settings: Settings) -> Check:
+    """Whether GITHUB_API_URL has a GitHub's shape (an Enterprise Server's ends in `/api/v3`), and
+    where GraphQL and the links the bot writes will point."""
+    url = settings.github_api_url.rstrip("/")
+    problem = api_url_problem(url)
+    if problem is not None:
+        return False, "GitHub URLs", problem
+    web = settings.github_server_url or web_url(url)
+    kind = "GitHub Enterprise Server" if is_enterprise_server(url) else "GitHub"
+    return True, "GitHub URLs", f"{kind}: REST {url}, GraphQL {graphql_url(url)}, web pages and links {web}"
 
 
 async def deliveries_check(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> Check:

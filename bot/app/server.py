@@ -83,6 +83,20 @@ def build_runtime(settings: Settings, *, services: Services | None = None) -> Ru
     return runtime
 
 
+SETTLE_SECONDS = 10.0
+"""At shutdown, how long writes nobody awaits (a plan comment's signature, progress) may still go;
+a plan comment left unsigned is still the plan (its database row), signed by the next write."""
+
+
+async def settle_writes(services: Services) -> None:
+    """At shutdown: the 👀, signatures and progress edits still queued get SETTLE_SECONDS to go."""
+    throttles = services.extras.get("throttles")
+    if throttles is not None:
+        left = await throttles.settle(SETTLE_SECONDS)
+        if left:
+            log.warning("%d GitHub writes nobody waited for were still queued at shutdown: dropped", left)
+
+
 def prepare_sandbox(services: Services) -> None:
     """Before any job runs: kill what a crashed predecessor left running (never what a live bot
     process on this host runs: see `bot.workspace.reaper`), say how code is confined."""
@@ -99,6 +113,9 @@ def prepare_sandbox(services: Services) -> None:
     elif problem is not None:
         log.warning("PLAN_CASCADE_SANDBOX=auto and %s: agents and gates run unconfined", problem)
     if sandbox.mode != "off" and problem is None:
+        if sandbox.agent_network:
+            hosts = ", ".join(sandbox.agent_egress) or "nothing (PLAN_CASCADE_AGENT_EGRESS=none)"
+            log.info("external agents go out through the egress proxy to %s", hosts)
         limited, gaps = sandbox.limit_notes()
         log.info("each confined process may use %s", limited)
         for gap in gaps:
@@ -150,6 +167,7 @@ def create_app(
             rt.wake.set()
             if tasks:
                 await asyncio.wait(tasks, timeout=30)
+            await settle_writes(rt.services)
             shared = rt.services.extras.get("shared_github_transport")
             if shared is not None:
                 await shared.shutdown()

@@ -101,7 +101,8 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
     interval = settings.github_write_interval
     throttles = ThrottleRegistry(
         services.extras.get("throttle_factory")
-        or (lambda: Throttle(per_minute=80, per_hour=500, min_interval=interval))
+        or (lambda: Throttle(per_minute=80, per_hour=500, min_interval=interval)),
+        metrics=services.metrics,
     )
     gates = GateRegistry(
         lambda key: RateLimitGate(f"installation {key}", metrics=services.metrics),
@@ -125,7 +126,11 @@ def wire_services(services: Services, *, github_transport: httpx.AsyncBaseTransp
         return state["app"]
 
     async def slug() -> str | None:
-        return await GitHubKitPort(app_github()).get_app_slug()
+        port = GitHubKitPort(app_github())
+        found = await port.get_app_slug()
+        if found:  # the same answer named the App's page: no other request
+            services.identity.page = await port.get_app_page()
+        return found
 
     async def identity() -> Identity:
         """This App: its id (the settings', as its JWTs say) and its bot (the slug, learned once)."""

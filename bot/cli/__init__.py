@@ -88,7 +88,7 @@ def freeze_startup_heap() -> None:
 
 @command("worker")
 def _worker(args: argparse.Namespace) -> int:
-    from bot.app.server import build_runtime, run_background
+    from bot.app.server import build_runtime, run_background, settle_writes
     from bot.log import configure_logging, register_secret
     from bot.runtime.settings import load_settings
 
@@ -112,6 +112,7 @@ def _worker(args: argparse.Namespace) -> int:
         logging.getLogger(__name__).info("plan-cascade worker ready (%d workers)", settings.workers)
         await stop.wait()
         await asyncio.wait(tasks, timeout=60)
+        await settle_writes(runtime.services)
         await runtime.db.dispose()
 
     asyncio.run(run())

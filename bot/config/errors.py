@@ -31,7 +31,7 @@ CLOSING_LINE = "Fix the file on the default branch and comment `/plan-cascade pl
 # The error type our own model validators raise; ctx["problems"] holds finished problem lines.
 PROBLEMS_ERROR_TYPE = "plan_cascade_config"
 # The placeholders a command-agent template may use (agent.commands).
-COMMAND_PLACEHOLDERS = ("prompt_file", "story_id", "worktree")
+COMMAND_PLACEHOLDERS = ("prompt_file", "story_id", "worktree", "mcp_config")
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 # A problem line as written by `problem`: a key (plain parts, `.`, `[n]`, `["..."]`) then ": ".
@@ -169,8 +169,8 @@ def parse_config_yaml(text: str) -> object:
 
 
 def template_problems(key: str, template: str) -> list[str]:
-    """Placeholders other than {prompt_file}, {story_id}, {worktree} in a command template."""
-    fix = "use {prompt_file}, {story_id} or {worktree}, and write {{ and }} for literal braces"
+    """Placeholders other than {prompt_file}, {story_id}, {worktree}, {mcp_config} in a command template."""
+    fix = "use {prompt_file}, {story_id}, {worktree} or {mcp_config}, and write {{ and }} for literal braces"
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError as exc:

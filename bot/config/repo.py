@@ -13,17 +13,18 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bot.config.agent_names import BUILTIN_AGENTS, agent_problems
+from bot.config.egress import AgentEgress
 from bot.config.errors import (
     COMMAND_PLACEHOLDERS,
     CONFIG_PATH,
     Expect,
-    did_you_mean,
     format_config_problems_markdown,
     format_key,
     problems_error,
-    template_problems,
 )
 from bot.config.globs import is_denied
+from bot.config.mcp import McpServer, mcp_problems
 
 __all__ = [
     "COMMAND_PLACEHOLDERS",
@@ -53,7 +54,6 @@ def split_model_ref(entry: str) -> tuple[str | None, str]:
 
 
 PHASES: tuple[str, ...] = get_args(Phase)
-BUILTIN_AGENTS = ("builtin", "claude-code", "aider", "codex", "command")
 
 Login = Annotated[
     str, Field(pattern=r"^[A-Za-z0-9-]+$"), Expect('a GitHub login (letters, digits and "-", no "@")')
@@ -66,6 +66,8 @@ GateName = Annotated[
     Field(pattern=r"^[a-z0-9][a-z0-9_-]*$"),
     Expect('a name of lowercase letters, digits, "-" and "_", starting with a letter or digit'),
 ]
+RESERVED_GATES = ("typecheck", "test", "lint", "setup", "dependencies")
+"""Check-run names the bot writes itself: no custom gate may take one."""
 NonEmpty = Annotated[str, Field(min_length=1)]
 SetupCommand = Annotated[str, Field(min_length=1, max_length=2000)]
 
@@ -158,14 +160,18 @@ class AgentConfig(_Section):
             "none = no opinion (it never loosens the operator's setting)."
         ),
     )
-    author_name: str = Field("Plan Cascade", min_length=1, description="Git author name of agent commits.")
-    author_email: str = Field(
-        "plan-cascade[bot]@users.noreply.github.com", min_length=1, description="Git author email of commits."
+    egress: AgentEgress = None
+    mcp_servers: dict[str, McpServer] = Field(
+        {},
+        max_length=20,
+        description="MCP servers whose allowed tools agents get (see agent.mcp_servers.<name>).",
     )
+    author_name: str | None = Field(None, min_length=1, description="Git author name (null = the App's bot).")
+    author_email: str | None = Field(None, min_length=3, description="Git author email (null = the bot's).")
 
     @model_validator(mode="after")
     def _check_names(self) -> AgentConfig:
-        problems = _agent_problems(self)
+        problems = agent_problems(self, phases=PHASES) + mcp_problems(self.mcp_servers)
         if problems:
             raise problems_error(problems)
         return self
@@ -203,7 +209,7 @@ class GatesConfig(_Section):
         seen: set[str] = set()
         problems = []
         for index, gate in enumerate(self.custom):
-            if gate.name in seen or gate.name in ("typecheck", "test", "lint"):
+            if gate.name in seen or gate.name in RESERVED_GATES:
                 loc = ("gates", "custom", index, "name")
                 problems.append(f'{format_key(loc)}: the gate name "{gate.name}" is already used — rename it')
             seen.add(gate.name)
@@ -245,15 +251,30 @@ class LimitsConfig(_Section):
 
 
 class PathsConfig(_Section):
-    """Paths agents may not change."""
+    """Paths agents may not change, and known fixtures the secret scan skips."""
 
     deny: list[str] = Field(
         [".github/workflows/**"], description="Globs agents may not change (** crosses dirs)."
+    )
+    secret_scan_ignore: list[NonEmpty] = Field(
+        [],
+        description="Globs of known test fixtures the secret scan before each push skips "
+        "(the server's own secrets are looked for everywhere).",
     )
 
     def denies(self, path: str) -> bool:
         """Whether `path` (relative to the repository root) matches a deny glob."""
         return is_denied(path, self.deny)
+
+
+class DependenciesConfig(_Section):
+    """Packages a story adds or upgrades, looked up in the GitHub Advisory Database."""
+
+    check: bool = Field(True, description="Look up added and upgraded packages (check run, PR body table).")
+    fail_on: Literal["low", "medium", "high", "critical", "never"] = Field(
+        "high",
+        description="Lowest advisory severity that fails the story (malware always does); never = report.",
+    )
 
 
 class PublishingConfig(_Section):
@@ -272,6 +293,7 @@ class PublishingConfig(_Section):
         le=3,
         description="Times a story with a criterion reviewed as not met goes back to its agent.",
     )
+    commits: Literal["auto", "api", "git"] = Field("auto", description="api = GitHub makes the commits.")
 
 
 class CIConfig(_Section):
@@ -314,6 +336,9 @@ class RepoConfig(_Section):
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="How approved plans run.")
     limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Budgets of one issue.")
     paths: PathsConfig = Field(default_factory=PathsConfig, description="Paths agents may not change.")
+    dependencies: DependenciesConfig = Field(
+        default_factory=DependenciesConfig, description="New dependencies checked against advisories."
+    )
     publishing: PublishingConfig = Field(
         default_factory=PublishingConfig, description="How pull requests are opened."
     )
@@ -345,34 +370,3 @@ class RepoConfig(_Section):
             chain += self.agent.story_types.get(story_type, [])  # type: ignore[call-overload]
         chain += [*getattr(self.agent.phases, phase), self.agent.default, "builtin"]
         return list(dict.fromkeys(chain))
-
-
-def _agent_problems(agent: AgentConfig) -> list[str]:
-    """Unknown agent names in default/phases/story_types, and bad command names or templates."""
-    problems: list[str] = []
-    custom = [name for name in agent.commands if name not in BUILTIN_AGENTS]
-    valid = ", ".join(BUILTIN_AGENTS)
-    valid += (
-        f", {', '.join(custom)} (from agent.commands)"
-        if custom
-        else ", or a name you define under agent.commands"
-    )
-    for name, template in agent.commands.items():
-        if name in BUILTIN_AGENTS:
-            problems.append(
-                f'{format_key(("agent", "commands", name))}: "{name}" is a built-in agent — pick another name'
-            )
-        problems += template_problems(format_key(("agent", "commands", name)), template)
-    references: list[tuple[tuple[object, ...], str]] = [(("agent", "default"), agent.default)]
-    for phase in PHASES:
-        references += [
-            (("agent", "phases", phase, i), name) for i, name in enumerate(getattr(agent.phases, phase))
-        ]
-    for story_type, chain in agent.story_types.items():
-        references += [(("agent", "story_types", story_type, i), name) for i, name in enumerate(chain)]
-    for loc, name in references:
-        if name not in BUILTIN_AGENTS and name not in agent.commands:
-            guess = did_you_mean(name, [*BUILTIN_AGENTS, *custom])
-            fix = f'did you mean "{guess}"? Valid agents: {valid}' if guess else f"valid agents are {valid}"
-            problems.append(f'{format_key(loc)}: unknown agent "{name}" — {fix}')
-    return problems

@@ -317,6 +317,21 @@ class JobQueue:
         now = self.clock()
         return await self.db.transaction(lambda conn: _fail_in(conn, job_id, worker_id, error, now))
 
+    async def defer(self, job_id: int, worker_id: str, *, seconds: float, note: str) -> bool:
+        """Put a held job back, due in `seconds`, its attempt not counted: it did not fail, GitHub's
+        pacing asked it to wait (and a worker must not wait with it). False when it was not ours."""
+        now = self.clock()
+        values = {
+            "status": "queued",
+            "run_after": now + timedelta(seconds=max(seconds, 0.0)),
+            "attempts": JOBS.c.attempts - 1,
+            "locked_by": None,
+            "lease_until": None,
+            "last_error": note[-4000:],
+            "updated_at": now,
+        }
+        return await self.db.transaction(lambda conn: _update_held(conn, job_id, worker_id, values))
+
     async def counts(self) -> dict[str, int]:
         """Number of jobs per status."""
         async with self.db.read() as session:

@@ -43,7 +43,9 @@ from bot.environment.pygates import python_gates
 from bot.environment.repoview import RepoView, table
 from bot.errors import RepoConfigError
 
-GateKind = Literal["typecheck", "test", "lint", "custom", "verification", "integration", "setup"]
+GateKind = Literal[
+    "typecheck", "test", "lint", "custom", "verification", "integration", "setup", "dependencies"
+]
 
 DETECTED_KINDS: tuple[Literal["typecheck", "test", "lint"], ...] = ("typecheck", "test", "lint")
 NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from bot.gates.annotations import Annotation, strip_ansi
+from bot.plan.blocked import BlockedRequest, blocked_total
 
 SUMMARY_LIMIT = 65535
 TEXT_LIMIT = 65535
@@ -46,6 +47,11 @@ class GateResult(BaseModel):
         default=None, description="The verdict against the plan's base (None: judged on its exit alone)."
     )
     judgement: str | None = Field(default=None, description="Why, in one line, when judged against the base.")
+    blocked: list[BlockedRequest] = Field(
+        default_factory=list,
+        description="Network requests the egress proxy refused: setup's own; on a story's gate, its "
+        "agent's and setup's so far (shown on the check run).",
+    )
 
     @property
     def exited_ok(self) -> bool:
@@ -164,6 +170,7 @@ def check_output(
         f"- **Annotations:** {len(annotations)}" + _annotations_note(len(annotations)),
         *([f"- **Against the base:** {result.judgement}"] if result.judgement else []),
         "",
+        *([blocked_section(result.blocked)] if result.blocked else []),
         "### Output",
         "",
     ]
@@ -173,6 +180,21 @@ def check_output(
     text_header = "### Full output\n\n"
     text = text_header + fenced_tail(result.output, budget=TEXT_LIMIT - len(text_header))
     return {"title": check_title(result), "summary": summary, "text": text}
+
+
+def blocked_section(blocked: Sequence[BlockedRequest]) -> str:
+    """The note on a check run of what the egress proxy refused, with what would allow each."""
+    lines = [
+        f"### Network: {blocked_total(blocked)} request(s) blocked",
+        "",
+        "The egress proxy refused these; the story went on without them.",
+        "",
+        "| Whose | Destination | Times | Allowed by |",
+        "|---|---|---|---|",
+    ]
+    for entry in blocked:
+        lines.append(f"| {entry.by} | {_inline_code(entry.target)} | {entry.count} | {entry.allow} |")
+    return "\n".join(lines) + "\n"
 
 
 def annotation_batches(

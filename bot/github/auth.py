@@ -33,7 +33,7 @@ from bot.github.client import GitHubKitPort
 from bot.github.idempotent import RETRY_DELAYS, replays_safely
 from bot.github.identity import IdentitySource
 from bot.github.pause import GateRegistry, PausingTransport, RateLimitGate
-from bot.github.throttle import Throttle, ThrottleRegistry
+from bot.github.throttle import PATIENCE, Throttle, ThrottleRegistry
 from bot.github.transport import SharedTransport
 
 if TYPE_CHECKING:
@@ -68,7 +68,9 @@ class BoundedRetry:
 
     def __call__(self, exc: GitHubException, retry_count: int) -> RetryOption:
         if isinstance(exc, RateLimitExceeded):
-            if retry_count < self.rate_limit_retries and exc.retry_after <= self.max_wait:
+            patience = PATIENCE.get()
+            bound = self.max_wait if patience is None else min(self.max_wait, timedelta(seconds=patience))
+            if retry_count < self.rate_limit_retries and exc.retry_after <= bound:
                 return RetryOption(True, _sleepable(exc.retry_after))
             return RetryOption(False)
         if isinstance(exc, RequestFailed) and not replays_safely(exc.request.method, exc.request.url.path):
@@ -148,7 +150,7 @@ def installation_port(
         app_github.with_auth(app_github.auth.as_installation(installation_id)), gate
     )
     throttle = throttle_registry.get(installation_id) if throttle_registry is not None else None
-    return GitHubKitPort(installation, throttle=throttle, metrics=metrics, identity=identity)
+    return GitHubKitPort(installation, throttle=throttle, metrics=metrics, identity=identity, gate=gate)
 
 
 def token_port(
@@ -178,7 +180,7 @@ def token_port(
         auto_retry=BoundedRetry(metrics=metrics) if auto_retry is None else auto_retry,
     )
     return GitHubKitPort(
-        github, throttle=throttle, metrics=metrics, create_delays=create_delays, identity=identity
+        github, throttle=throttle, metrics=metrics, create_delays=create_delays, identity=identity, gate=gate
     )
 
 

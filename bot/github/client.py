@@ -3,7 +3,9 @@
 Responses are read as plain JSON into our lenient models (githubkit's strict models
 reject some real payloads). githubkit's exceptions are caught here and only here, and
 come out as :class:`bot.errors.GitHubError` / :class:`bot.errors.NotFound`.
-Content-creating calls (POST/PATCH/PUT/DELETE) wait on the installation's throttle.
+Content-creating calls (POST/PATCH/PUT/DELETE) wait on the installation's write queue (its
+throttle): comments first (people wait for them), 👀 next (`acknowledge`, sent from a task of its
+own and dropped when the answer goes first), edits nobody awaits last (`update_issue_comment_later`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from githubkit.exception import GitHubException
 
 from bot.errors import GitHubError, NotFound, PlanCascadeError
 from bot.github.client_actions import ActionsCalls
+from bot.github.client_advisories import AdvisoryCalls
 from bot.github.client_app import AppCalls
 from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo, translate
+from bot.github.client_git import GitDataCalls
 from bot.github.client_pulls import PullsAndChecks
+from bot.github.client_writes import QueuedWrites, issue_key
 from bot.github.idempotent import RETRY_DELAYS, create_once, matching_comment, matching_issue, since
 from bot.github.identity import Identity, IdentitySource
 from bot.github.models import (
@@ -32,8 +37,9 @@ from bot.github.models import (
     ReactionsPage,
     Repository,
 )
+from bot.github.pause import RateLimitGate
 from bot.github.port import PERMISSIONS, Permission
-from bot.github.throttle import Throttle
+from bot.github.throttle import Priority, Throttle
 from bot.redaction import redact, register_secret
 
 if TYPE_CHECKING:
@@ -62,7 +68,7 @@ query($id: ID!) {
 """
 
 
-class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls):
+class GitHubKitPort(QueuedWrites, PullsAndChecks, ActionsCalls, AppCalls, AdvisoryCalls, GitDataCalls):
     """The GitHub port over one authenticated `githubkit.GitHub` (one installation or token)."""
 
     def __init__(
@@ -74,25 +80,23 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls):
         metrics: Metrics | None = None,
         create_delays: Sequence[float] = RETRY_DELAYS,
         identity: IdentitySource | None = None,
+        gate: RateLimitGate | None = None,
     ) -> None:
         self._github = github
         self._throttle = throttle
+        self._gate = gate
         self._metrics = metrics
         self._create_delays = create_delays
         self._identity = identity
         self._headers = {"X-GitHub-Api-Version": api_version}
         self._app_slug: str | None = None
+        self._app_page: str | None = None
         self._token: tuple[str, datetime] | None = None
 
     @property
     def github(self) -> GitHub[Any]:
         """The underlying githubkit client (for this package's factories and tests)."""
         return self._github
-
-    async def _pace(self, *, creates: bool = True) -> None:
-        """Wait for the installation's throttle; `creates=False` for an edit of what exists."""
-        if self._throttle is not None:
-            await self._throttle.wait(creates=creates)
 
     async def _own(self) -> Identity | None:
         """Who this port writes as (what a create may adopt after a 5xx); None: nothing is adopted."""
@@ -184,7 +188,7 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls):
         body, after = redact(body), since()
 
         async def send() -> Comment:
-            await self._pace()
+            await self._pace(priority=Priority.ANSWER, answers=issue_key(repo, number))
             with github_errors(f"comment on {repo}#{number}"):
                 resp = await self._github.rest.issues.async_create_comment(
                     owner, name, number, body=body, headers=self._headers
@@ -202,33 +206,6 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls):
         return await create_once(
             send, find, kind="comment", doing=doing, metrics=self._metrics, delays=self._create_delays
         )
-
-    async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment:
-        owner, name = split_repo(repo)
-        await self._pace(creates=False)
-        with github_errors(f"edit comment {comment_id} in {repo}"):
-            resp = await self._github.rest.issues.async_update_comment(
-                owner, name, comment_id, body=redact(body), headers=self._headers
-            )
-        return Comment.from_api(json_object(resp))
-
-    async def add_issue_reaction(self, repo: str, number: int, content: str) -> Reaction:
-        owner, name = split_repo(repo)
-        await self._pace()
-        with github_errors(f"react to {repo}#{number}"):
-            resp = await self._github.rest.reactions.async_create_for_issue(
-                owner, name, number, content=cast(Any, content), headers=self._headers
-            )
-        return Reaction.from_api(json_object(resp))
-
-    async def add_comment_reaction(self, repo: str, comment_id: int, content: str) -> Reaction:
-        owner, name = split_repo(repo)
-        await self._pace()
-        with github_errors(f"react to comment {comment_id} in {repo}"):
-            resp = await self._github.rest.reactions.async_create_for_issue_comment(
-                owner, name, comment_id, content=cast(Any, content), headers=self._headers
-            )
-        return Reaction.from_api(json_object(resp))
 
     async def list_comment_reactions(
         self, repo: str, comment_id: int, *, etag: str | None = None
@@ -331,8 +308,17 @@ class GitHubKitPort(PullsAndChecks, ActionsCalls, AppCalls):
                     return None
                 raise
             data: Any = resp.json()
-            self._app_slug = data.get("slug") if isinstance(data, dict) else None
+            if isinstance(data, dict):
+                self._app_slug = data.get("slug") or None
+                self._app_page = data.get("html_url") or None
         return self._app_slug
+
+    async def get_app_page(self) -> str | None:
+        """The App's own page as GitHub names it (`GET /app` → `html_url`: on an Enterprise Server
+        under its host); None when not authenticated as an App."""
+        if self._app_slug is None:
+            await self.get_app_slug()
+        return self._app_page
 
     async def git_token(self) -> str | None:
         """A token for git over https (user `x-access-token`); None when auth has no token."""

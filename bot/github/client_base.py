@@ -8,9 +8,10 @@ from typing import Any, cast
 
 import httpx
 from githubkit import Response
-from githubkit.exception import GitHubException, RequestError, RequestFailed
+from githubkit.exception import GitHubException, RateLimitExceeded, RequestError, RequestFailed
 
-from bot.errors import GitHubError, NotFound
+from bot.errors import GitHubError, NotFound, Throttled
+from bot.github.throttle import PATIENCE
 
 
 def _error_message(exc: RequestFailed) -> str:
@@ -28,7 +29,15 @@ def _error_message(exc: RequestFailed) -> str:
 
 
 def translate(exc: GitHubException, action: str) -> BaseException:
-    """The Plan Cascade error for a githubkit exception raised while trying to `action`."""
+    """The Plan Cascade error for a githubkit exception raised while trying to `action`.
+
+    A rate limit met by a task that may not wait it out (its PATIENCE) is Throttled: its job is put
+    back until the limit lifts, never failed or answered as if GitHub had refused."""
+    if isinstance(exc, RateLimitExceeded) and PATIENCE.get() is not None:
+        seconds = max(exc.retry_after.total_seconds(), 1.0)
+        return Throttled(
+            f"GitHub's rate limit while trying to {action}: back in {seconds:.0f} s", seconds=seconds
+        )
     if isinstance(exc, RequestFailed):
         status = exc.response.status_code
         kind = NotFound if status == 404 else GitHubError

@@ -233,7 +233,8 @@ class Repository(_Lenient):
     full_name: str = Field(description="`owner/name`.")
     default_branch: str = Field(default="main", description="Branch new work starts from.")
     clone_url: str = Field(default="", description="HTTPS URL for git clone.")
-    html_url: str = Field(default="", description="Link to the repository on github.com.")
+    html_url: str = Field(default="", description="Link to the repository on its GitHub's web pages.")
+    node_id: str = Field(default="", description="GraphQL id (what `updateRefs` names the repository by).")
     private: bool = Field(default=False, description="True for private or internal repositories.")
 
     @classmethod

@@ -6,7 +6,9 @@ without `Retry-After`), it asks the integration to send **nothing** until then; 
 may get it banned. A :class:`RateLimitGate` holds that moment for one installation (or
 token), shared by every coroutine of the process through :class:`GateRegistry`;
 :class:`PausingTransport` makes every request of that installation wait on it, and tells it
-about each answer. Waits are bounded (`max_pause`), logged, and counted in /metrics.
+about each answer. Waits are bounded (`max_pause`), logged, and counted in /metrics. A task whose
+PATIENCE (see :mod:`bot.github.throttle`) is shorter than the pause is not held: Throttled says
+when to come back, and the worker puts its job back until then.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING
 
 import httpx
+
+from bot.errors import Throttled
+from bot.github.throttle import PATIENCE
 
 if TYPE_CHECKING:
     from bot.metrics import Metrics
@@ -112,7 +117,11 @@ class RateLimitGate:
         self.quota = (remaining, limit, self._wall())
 
     async def wait(self) -> None:
-        """Return when no pause holds (a pause extended meanwhile is waited for too)."""
+        """Return when no pause holds (a pause extended meanwhile is waited for too); raise
+        Throttled when the pause is longer than the task's PATIENCE."""
+        bound = PATIENCE.get()
+        if bound is not None and (left := self.remaining()) > bound:
+            raise Throttled(f"GitHub asked {self.name or 'this token'} to wait {left:.0f} s", seconds=left)
         while (left := self.remaining()) > 0:
             await self._sleep(left)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from bot.github.client_git import MadeCommit
 from bot.github.models import (
     CheckRun,
     Comment,
@@ -25,6 +26,7 @@ from bot.github.models import (
     ReviewComment,
 )
 from bot.github.models_actions import WorkflowJob, WorkflowRun
+from bot.github.models_advisories import Advisory
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 """A user's role on a repository, strongest first."""
@@ -57,6 +59,20 @@ class GitHubPort(Protocol):
     async def create_issue_comment(self, repo: str, number: int, *, body: str) -> Comment: ...
 
     async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment: ...
+
+    async def update_issue_comment_later(self, repo: str, comment_id: int, *, body: str) -> None:
+        """Edit a comment when the installation's write queue has room, without waiting for it
+        (a newer edit of the same comment queued meanwhile replaces it)."""
+        ...
+
+    async def acknowledge(self, repo: str, issue: int, *, comment_id: int | None = None) -> None:
+        """👀 on the issue (or on its comment `comment_id`), without waiting for it; dropped when
+        the answer on the issue goes first. Never raises for GitHub's refusal."""
+        ...
+
+    async def ready_to_write(self) -> None:
+        """Raise Throttled when an answer could not be written within the task's patience."""
+        ...
 
     # Reactions
     async def add_issue_reaction(self, repo: str, number: int, content: str) -> Reaction: ...
@@ -184,5 +200,39 @@ class GitHubPort(Protocol):
     async def mark_ready_for_review(self, repo: str, node_id: str) -> None: ...
 
     async def get_app_slug(self) -> str | None: ...
+
+    async def get_app_page(self) -> str | None:
+        """The App's page (`GET /app` → `html_url`); None when the token is not the App's."""
+        ...
+
+    async def get_user_id(self, login: str) -> int | None: ...
+
+    # The Git database: commits GitHub makes (and signs) itself
+    async def create_blob(self, repo: str, content: bytes) -> str: ...
+
+    async def create_tree(
+        self, repo: str, *, base_tree: str | None, entries: list[dict[str, Any]]
+    ) -> str: ...
+
+    async def create_commit(
+        self, repo: str, *, message: str, tree: str, parents: list[str]
+    ) -> MadeCommit: ...
+
+    async def has_commit(self, repo: str, sha: str) -> bool: ...
+
+    async def branch_rules(self, repo: str, branch: str) -> list[str]: ...
+
+    async def move_branch(
+        self, repo: str, branch: str, *, new: str, old: str | None, force: bool, repository_id: str
+    ) -> None:
+        """Compare-and-swap of a branch (see `bot.github.client_git`); raises `RefUpdateRefused`."""
+        ...
+
+    # The GitHub Advisory Database
+    async def list_global_advisories(
+        self, *, ecosystem: str, affects: Sequence[str], type: str = "reviewed"
+    ) -> list[Advisory]:
+        """Advisories of `type` (`reviewed`, `malware`) affecting any `name@version` of `affects`."""
+        ...
 
     async def git_token(self) -> str | None: ...

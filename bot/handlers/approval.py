@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from bot.db.queue import ClaimedJob
 from bot.errors import StateError
 from bot.github.models import ReactionsPage
-from bot.handlers.plan_io import update_plan
+from bot.handlers.plan_io import sign_pending, update_plan
 from bot.handlers.session import Session, open_session
 from bot.plan.approval import add_approval, scope_for, written_for_revision
 from bot.plan.state import Approval, PlanState, PlanStatus
@@ -31,6 +31,8 @@ from bot.store.plans import LoadedPlan
 log = logging.getLogger(__name__)
 kinds = JobKinds()
 POLL_JOB = "poll_approvals"
+UNSIGNED_FOR = timedelta(minutes=1)
+"""A new plan comment still without its signed state after this long lost its signing edit."""
 EXECUTE_JOB = "execute_plan"
 
 
@@ -139,6 +141,8 @@ async def poll_reactions(
     loaded = loaded or await session.load_plan()
     if loaded is None or loaded.state.status not in (PlanStatus.AWAITING_APPROVAL, PlanStatus.PAUSED):
         return None
+    if loaded.pending_since is not None and session.services.clock() - loaded.pending_since > UNSIGNED_FOR:
+        loaded = await sign_pending(session, loaded)
     if page is None:
         page = await session.port.list_comment_reactions(
             session.repo, loaded.comment_id, etag=loaded.reactions_etag

@@ -70,7 +70,7 @@ async def on_check_run_rerequested(event: Event, services: Services) -> None:
     )
 
 
-@kinds.register(RERUN_JOB)
+@kinds.register(RERUN_JOB, holds_worker=True)
 async def run_rerun_job(job: ClaimedJob, services: Services) -> None:
     """Run one gate again on the commit its check run was about."""
     data = job.payload

@@ -122,7 +122,7 @@ async def on_status(event: Event, services: Services) -> None:
     await _queue(event, services, branches, event.payload.get("sha") or "")
 
 
-@kinds.register(CI_JOB)
+@kinds.register(CI_JOB, holds_worker=True)
 async def run_ci_job(job: ClaimedJob, services: Services) -> None:
     """Judge the CI of one batch head and act on it."""
     data = job.payload

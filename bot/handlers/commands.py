@@ -1,9 +1,12 @@
 """`/plan-cascade <command>` comments on issues: a table from command to handler.
 
-Every command is acknowledged with 👀; users without write access get one short reply
-and nothing runs; commands that do not fit the plan's state answer why. Comments that
-are not commands still trigger a reaction poll when the issue has a plan awaiting
-approval ("whenever another event for that issue arrives").
+A command from someone with write access is acknowledged with 👀 as soon as that is known
+(at once when the permission is cached, else with the command's first reads); users without
+write access get no 👀, one short reply per issue (then none) and nothing runs: anyone can
+comment on a public repository, and no write is spent for them before their permission is known.
+Commands that do not fit the plan's state answer why. Comments that are not commands still
+trigger a reaction poll when the issue has a plan awaiting approval ("whenever another event for
+that issue arrives").
 
 A command that comes late (written over `LATE` before its job runs: a missed delivery
 recovered or redelivered, a queue that was behind, a workflow run re-run) is read back from
@@ -37,7 +40,7 @@ from bot.rendering import messages
 from bot.runtime.commands import Command, parse_command
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
-from bot.store.permissions import Verdict, is_bot
+from bot.store.permissions import Verdict, is_bot, known_refusal
 
 router = Router()
 log = logging.getLogger(__name__)
@@ -94,11 +97,10 @@ async def on_issue_comment_created(event: Event, services: Services) -> None:
                 body=env.comment.body or "",
             )
         return
-    eyes = asyncio.ensure_future(session.react_comment(env.comment.id, "eyes"))  # with the reads
     try:
         await _command(session, event, cmd)
     finally:
-        await eyes
+        await session.acknowledged()
 
 
 async def still_says(session: Session, comment_id: int, cmd: Command, *, written_at: datetime | None) -> bool:
@@ -127,8 +129,14 @@ async def _command(session: Session, event: Event, cmd: Command) -> None:
         env.comment.user.login, env.comment.author_association, env.comment.user.type, env.comment.created_at
     )
     actor = author.login
-    # The config and the permission in one round trip (with a plan request's reads too).
-    checks = (session.load_config(), session.may_act(actor, author.association, author.type))
+    refused = known_refusal(actor, author.association, author.type)
+    if refused is not None:  # an outsider: no read, no 👀; one reply per issue at most
+        await session.refuse(actor, refused)
+        return
+    # The config and the permission in one round trip (with a plan request's reads too); the 👀
+    # once write access is known.
+    asked = session.may_act(actor, author.association, author.type)
+    checks = (session.load_config(), session.permitted(asked, actor, comment_id=env.comment.id))
     planning = cmd.name in ("plan", "revise") and not env.issue.is_pull_request
     # A read that fails raises: fail closed, the job is retried and nothing runs meanwhile.
     config, verdict = await (session.prefetch(*checks) if planning else asyncio.gather(*checks))
@@ -159,7 +167,7 @@ async def _command(session: Session, event: Event, cmd: Command) -> None:
 @command("help")
 async def _help(session: Session, cmd: Command, author: Author) -> None:
     trigger = session.config.trigger_label if session.config else "plan-cascade"
-    await session.reply(messages.help_text(session.app_slug, trigger))
+    await session.reply(messages.help_text(session.app_url, trigger))
 
 
 @command("plan")

@@ -18,6 +18,7 @@ from bot.agent.registry import AgentRegistry
 from bot.config.repo import RepoConfig
 from bot.db.models import PlanRecord
 from bot.db.queue import ClaimedJob
+from bot.gates.dependencies import AdvisoryCache, AdvisoryLookup
 from bot.gates.detect import GateSpec
 from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.epic import child_moved, waiting_for
@@ -111,6 +112,9 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
     async def save_comment(new: PlanState) -> PlanState:
         return (await save_plan(session, new, comment_id=comment_id)).state
 
+    async def save_progress(new: PlanState) -> PlanState:
+        return (await save_plan(session, new, comment_id=comment_id, progress=True)).state
+
     llm_for = services.llm_for
 
     def llm_factory() -> Any:
@@ -126,17 +130,24 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
     story_runner = None
     if config.execution.backend == "actions":
         story_runner = actions_story_runner(session, config)
+    approvers = [a.user for a in state.current_approvals()]
     return Run(
         state=state,
         config=config,
         mirror=mirror,
+        identity=await session.commit_identity(approvers),
         base_branch=config.execution.base_branch or session.default_branch,
         branch_prefix=f"plan-cascade/{session.issue}",
         work_root=data / "worktrees" / slug / str(session.issue),
         transcripts=data / "transcripts" / slug / str(session.issue),
         agents=AgentRegistry(llm_factory if llm_for is not None else None, config.agent.commands),
         reporter=GitHubReporter(
-            session.port, session.repo, session.issue, save_comment=save_comment, bot_login=session.bot_login
+            session.port,
+            session.repo,
+            session.issue,
+            save_comment=save_comment,
+            save_progress=save_progress,
+            bot_login=session.bot_login,
         ),
         publisher=GitHubPublisher(
             session.port, session.repo, plan_url=comment_url or "", bot_login=session.bot_login
@@ -150,10 +161,11 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         story_runner=story_runner,
         sandbox=services.sandbox_policy(),
         still_wanted=still_wanted(session, state.plan_hash),
+        advisories=AdvisoryLookup(session.port, services.extras.setdefault("advisories", AdvisoryCache())),
     )
 
 
-@kinds.register(EXECUTE_JOB)
+@kinds.register(EXECUTE_JOB, holds_worker=True)
 async def run_execute_job(job: ClaimedJob, services: Services) -> None:
     """Run (or resume) an approved plan."""
     data = job.payload

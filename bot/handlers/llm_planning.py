@@ -6,9 +6,18 @@ that write and no secrets (the LLM client holds its own key, never the prompt).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
+import shlex
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
 
+from bot.agent.mcp import McpTools, open_mcp
+from bot.agent.mcp_servers import McpPlace
 from bot.agent.readonly import GitTree
 from bot.errors import ConfigurationError, GitHubError, LLMError, WorkspaceError
 from bot.github.models import Issue
@@ -26,8 +35,11 @@ from bot.planning.exploration import (
 )
 from bot.planning.planner import PlanningResult
 from bot.store.permissions import is_bot
+from bot.workspace.process import run_process, scrubbed_env
 
 log = logging.getLogger(__name__)
+EXPORT_SECONDS = 300
+"""Time limit of exporting the default branch's head for a local read-only MCP server."""
 
 
 async def plan_with_llm(
@@ -92,7 +104,50 @@ async def explore_code(
     except (WorkspaceError, GitHubError) as exc:
         log.warning("no exploration before planning: %s", exc.message)
         return Exploration(error=f"the repository could not be read ({exc.message})")
-    return await explore(llm, tree, context=context, limits=exploration_limits(config), triage=triage)
+    limits = exploration_limits(config)
+    async with exploration_tools(session, tree) as mcp:
+        return await explore(llm, tree, context=context, limits=limits, triage=triage, mcp=mcp)
+
+
+@contextlib.asynccontextmanager
+async def exploration_tools(session: Session, tree: GitTree) -> AsyncIterator[McpTools | None]:
+    """The tools of the repository's `read_only: true` MCP servers, for exploration (None without
+    any). A local one runs in the sandbox like a story's, in an export of `tree` (no `.git`)."""
+    config = session.config
+    assert config is not None
+    servers = {name: s for name, s in config.agent.mcp_servers.items() if s.read_only}
+    if not servers:
+        yield None
+        return
+    sandbox = session.services.sandbox_policy()
+    folder = Path(tempfile.mkdtemp(prefix="plan-cascade-explore-"))
+    try:
+        place = None
+        if any(s.local for s in servers.values()):
+            checkout, mirror = folder / "checkout", session.mirror()
+            checkout.mkdir()
+            export = (
+                f"git archive --format=tar {shlex.quote(tree.sha)} | tar -x -C {shlex.quote(str(checkout))}"
+            )
+            done = await run_process(export, cwd=mirror.path, env=mirror.local_env(), timeout=EXPORT_SECONDS)
+            if done.exit_code == 0:
+                path = session.services.settings.tool_path
+                env = scrubbed_env(home=folder, extra={"PATH": path} if path else None)
+                place = McpPlace(
+                    worktree=checkout, env=env, sandbox=sandbox, repo_setting=config.agent.sandbox
+                )
+        limits = config.agent.limits
+        async with open_mcp(
+            servers,
+            policy=sandbox.mcp,
+            place=place,
+            call_seconds=float(limits.tool_timeout_seconds),
+            output_limit=limits.output_limit_chars,
+            read_only=True,
+        ) as tools:
+            yield tools
+    finally:
+        await asyncio.to_thread(shutil.rmtree, folder, True)
 
 
 async def default_head(session: Session) -> GitTree:

@@ -3,6 +3,12 @@
 Every handler and the engine write plan state through `save_plan` (one write, refused with
 `StalePlan` when someone else wrote since it was read) or `update_plan` (re-read and apply
 the change again on a conflict). This module sits below every handler that writes plans.
+
+A new plan comment is posted first (the answer a person waits for) and signed by an edit, since
+its state is signed for the comment's id. On the server (a database) that edit and progress edits
+go last in the installation's write queue and are not waited for: the database row, written
+before, is the plan meanwhile (`bot.store.plans` believes the bot's own row for a comment still
+pending), and a newer edit of the comment replaces one still queued.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ def render(session: Session, state: PlanState, *, state_block: str | None = None
         state,
         estimate=_estimate(state, config, model=_agent_model(session, config)),
         trigger_label=config.trigger_label if config else DEFAULT_TRIGGER_LABEL,
-        app_slug=session.app_slug,
+        app_url=session.app_url,
         state_block=state_block,
     )
 
@@ -74,11 +80,15 @@ def _estimate(state: PlanState, config: RepoConfig | None, *, model: str):  # ty
     )
 
 
-async def save_plan(session: Session, state: PlanState, *, comment_id: int | None) -> LoadedPlan:
+async def save_plan(
+    session: Session, state: PlanState, *, comment_id: int | None, progress: bool = False
+) -> LoadedPlan:
     """Write `state` (read at `state.version`) as the plan comment; StalePlan if it changed since.
 
     `comment_id=None` posts a new plan comment (a state too large for one comment goes into
     continuation comments written after it, so the plan stays first in the issue's timeline).
+    `progress`: nobody waits for this edit (the engine's progress); with a database, the comment
+    is edited when the write queue has room.
     """
     store = session.store
     async with session.services.plan_lock(session.repo, session.issue):
@@ -95,18 +105,24 @@ async def save_plan(session: Session, state: PlanState, *, comment_id: int | Non
             installation_id=session.installation_id,
             bot_login=session.bot_login,
         )
-        comment_id, parts = await _write_comment(session, state, comment_id=comment_id, parts=claim.parts)
+        later = store.db is not None and (progress or expected is None)
+        comment_id, parts, signed = await _write_comment(
+            session, state, comment_id=comment_id, parts=claim.parts, later=later
+        )
         loaded = LoadedPlan(state, comment_id, claim.reactions_etag, parts)
         session._plan = loaded
         if expected is None:
             await store.cache(loaded, installation_id=session.installation_id)
+        if signed is not None:  # the row names the comment now: the edit may come after
+            await session.port.update_issue_comment_later(session.repo, comment_id, body=signed)
         await _converge(session, store, loaded)
     return loaded
 
 
 async def _write_comment(
-    session: Session, state: PlanState, *, comment_id: int | None, parts: dict[int, str]
-) -> tuple[int, dict[int, str]]:
+    session: Session, state: PlanState, *, comment_id: int | None, parts: dict[int, str], later: bool = False
+) -> tuple[int, dict[int, str], str | None]:
+    """Write the plan comment; with `later`, the body of its (last) edit is returned, not written."""
     if comment_id is None:
         # The state is signed for the comment that holds it, so the comment must exist first
         # (it also stays first in the timeline, before any continuation comments).
@@ -115,10 +131,32 @@ async def _write_comment(
     block, parts = await write_state(
         session.port, state, existing=parts, key=session.store.key, comment=comment_id
     )
-    await session.port.update_issue_comment(
-        session.repo, comment_id, body=render(session, state, state_block=block)
-    )
-    return comment_id, parts
+    body = render(session, state, state_block=block)
+    if later:
+        return comment_id, parts, body
+    await session.port.update_issue_comment(session.repo, comment_id, body=body)
+    return comment_id, parts, None
+
+
+async def sign_pending(session: Session, loaded: LoadedPlan) -> LoadedPlan:
+    """Write the signed state into a plan comment still pending long after it was posted (its
+    signing edit was lost: the process stopped first). The bot's database row is the plan; only
+    while the row still names this comment at this version."""
+    async with session.services.plan_lock(session.repo, session.issue):
+        record = await session.store.cached(session.repo, session.issue)
+        if (
+            record is None
+            or record.plan_comment_id != loaded.comment_id
+            or record.version != loaded.state.version
+        ):
+            return loaded
+        comment_id, parts, _ = await _write_comment(
+            session, loaded.state, comment_id=loaded.comment_id, parts=loaded.parts
+        )
+    log.warning("plan comment %s was still unsigned: signed it now", comment_id)
+    signed = LoadedPlan(loaded.state, comment_id, loaded.reactions_etag, parts)
+    session._plan = signed
+    return signed
 
 
 async def write_state(

@@ -62,9 +62,10 @@ async def open_plan_pr(session: Session, loaded: LoadedPlan) -> None:
     await mirror.fetch()
     remote = await mirror.remote_sha(branch)
     base = f"refs/remotes/origin/{branch}" if remote else f"refs/remotes/origin/{session.default_branch}"
+    identity = await session.commit_identity()
     if remote is not None:
         author = (await mirror.git("log", "-1", "--format=%ae", remote)).stdout.strip()
-        if author.lower() != session.config.agent.author_email.lower():
+        if not identity.ours(author):
             log.info("the plan branch has a maintainer's edits: left as it is")
             return
     path = session.services.settings.data_dir.resolve() / "worktrees" / "plan" / str(session.issue)
@@ -76,13 +77,13 @@ async def open_plan_pr(session: Session, loaded: LoadedPlan) -> None:
         sha = await commit_all(
             wt,
             message=f"Plan for #{session.issue}, revision {state.revision}",
-            author_name=session.config.agent.author_name,
-            author_email=session.config.agent.author_email,
+            author_name=identity.name,
+            author_email=identity.email,
             trailers={"Plan-Cascade-Plan": state.plan_hash},
         )
-        if sha is not None or remote is None:
-            await mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
         pushed = sha or remote or await mirror.resolve(f"refs/heads/{branch}")
+        if sha is not None or remote is None:
+            pushed = await mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
     finally:
         await remove_worktree(wt)
     title = f"[Plan Cascade] #{session.issue} plan, revision {state.revision}"

@@ -45,32 +45,36 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
     if is_bot(env.sender.login, env.sender.type):
         return
     session = await session_for_event(services, event, issue=env.issue.number)
-    # The label is checked against the config read recently (or read now): the 👀 comes first.
-    if env.label.name != await session.trigger_label(asked=env.label.name):
-        return
-    # The 👀 goes out together with every read the job needs (permission, the config itself,
-    # plan, issue, tree, manifests): nothing waits for it. A permission read that fails raises:
-    # fail closed, nothing is planned.
-    eyes = asyncio.ensure_future(session.react_issue("eyes"))
+    label, sender = env.label.name, env.sender.login
+    # Nothing is written before the label is known to be the trigger and the sender to have write
+    # access. The sender's permission is read with the config (and the file tree) when the label is
+    # likely the trigger: the 👀 then goes out with the job's other reads, one round trip later.
+    permission = asyncio.ensure_future(session.may_act(sender)) if session.may_be_trigger(label) else None
     try:
-        await _plan_labeled(session, event)
+        trigger = await session.trigger_label(asked=label)
+        if label != trigger:
+            return
+        await _plan_labeled(session, event, permission or asyncio.ensure_future(session.may_act(sender)))
     finally:
-        await eyes
+        if permission is not None and not permission.done():
+            permission.cancel()
+        elif permission is not None and not permission.cancelled():
+            permission.exception()  # retrieved: a failure is not reported as lost
+        await session.acknowledged()
 
 
-async def _plan_labeled(session: Session, event: Event) -> None:
+async def _plan_labeled(session: Session, event: Event, permission: asyncio.Future[Verdict]) -> None:
     env = event.envelope
     assert env.label is not None
-    verdict, config = await session.prefetch(session.may_act(env.sender.login), session.fresh_config())
+    # The 👀 once write access is known, with the job's reads (the plan, the issue, the manifests).
+    # A permission read that fails refuses (fail closed): nothing is planned.
+    permitted = session.permitted(permission, env.sender.login)
+    verdict, config = await session.prefetch(permitted, session.fresh_config())
     assert isinstance(verdict, Verdict) and (config is None or isinstance(config, RepoConfig))
     if config is not None and env.label.name != config.trigger_label:
         return  # the trigger label changed a moment ago
     if not verdict.allowed:
-        await session.reply(
-            messages.permission_denied(
-                env.sender.login, verdict.permission, approvers=list(config.approvers) if config else []
-            )
-        )
+        await session.refuse(env.sender.login, verdict)
         return
     if session.config_error is not None:
         await session.report_config_error()
@@ -116,6 +120,9 @@ async def plan_issue(
             prd = await asyncio.to_thread(parse_prd, block, max_stories=max_stories, vague=False)
             source = "prd-block"
         else:
+            # The model costs money: ask it only when the answer can be written without waiting
+            # (else the job is put back until then, and nothing is spent twice).
+            await session.port.ready_to_write()
             planning = await plan_with_llm(
                 session,
                 issue=issue,

@@ -37,7 +37,7 @@ async def on_pr_command(session: Session, cmd: Command, *, author: Author, pr_nu
     if cmd.name == "help":
         await session.reply(
             messages.help_text(
-                session.app_slug, session.config.trigger_label if session.config else "plan-cascade"
+                session.app_url, session.config.trigger_label if session.config else "plan-cascade"
             )
         )
         return
@@ -142,7 +142,7 @@ async def on_review_submitted(event: Event, services: Services) -> None:
     )
 
 
-@kinds.register(FIX_JOB)
+@kinds.register(FIX_JOB, holds_worker=True)
 async def run_fix_job(job: ClaimedJob, services: Services) -> None:
     """The review phase on a batch branch: agent, gates, commit, push, reply."""
     data = job.payload

@@ -122,7 +122,7 @@ async def apply_review_fix(
         changed = await changed_files(wt, before) if after != before else []
         if after != before and result.status == StoryStatus.PASSED:
             try:
-                await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+                after = await run.mirror.push(branch, expected_remote_sha=remote, force=True)
             except PushRejected:
                 await _hands_off(session, pr_number, branch, loaded, batch)
                 return None, "someone else pushed to the branch"

@@ -11,14 +11,18 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bot.config.errors import config_error
+from bot.config.identity import CommitIdentity
 from bot.config.load import load_repo_config
-from bot.config.repo import CONFIG_PATH, RepoConfig, format_config_problems_markdown
+from bot.config.mcp import operator_problems
+from bot.config.repo import CONFIG_PATH, AgentConfig, RepoConfig, format_config_problems_markdown
 from bot.environment.setup import READ_FILES, files_to_read
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue
 from bot.github.port import GitHubPort
+from bot.publishing.commit_mode import CommitPublisher
 from bot.rendering import messages
-from bot.store.permissions import PermissionCache, Verdict, may_act, may_start
+from bot.store.permissions import WRITE_ROLES, PermissionCache, Verdict, may_act, may_start
 from bot.store.plans import LoadedPlan, PlanStore, require_identity
 from bot.workspace.mirror import Mirror
 
@@ -55,6 +59,7 @@ class Session:
     _tree: list[str] | None = field(default=None, repr=False)
     _config_read: bool = field(default=False, repr=False)
     _files: dict[str, asyncio.Future[str | None]] = field(default_factory=dict, repr=False)
+    _acks: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
 
     @property
     def store(self) -> PlanStore:
@@ -73,23 +78,51 @@ class Session:
             # Parsing and validating is CPU work on untrusted text: off the event loop.
             self.config = await asyncio.to_thread(load_repo_config, text)
             self.config_error = None
+            self._check_operator_settings(self.config)
         except RepoConfigError as exc:
             self.config, self.config_error = None, exc
         self._config_read = True
         self.services.repo_cache.keep_config(self.repo, self.default_branch, self.config)
         return self.config
 
+    def _check_operator_settings(self, config: RepoConfig) -> None:
+        """What this server's operator refuses in the config (`"*"` tools, MCP variables it has
+        not set): reported on the issue like the file's own problems (RepoConfigError)."""
+        policy = self.services.sandbox_policy().mcp
+        servers = config.agent.mcp_servers
+        problems = operator_problems(
+            servers, allow_all_tools=policy.allow_all_tools, variables=policy.variables
+        )
+        if problems:
+            raise config_error(problems)
+
     async def fresh_config(self) -> RepoConfig | None:
         """The config as this job read it, or read now: every decision uses the file as it is."""
         return self.config if self._config_read else await self.load_config()
 
     def mirror(self) -> Mirror:
-        """The server's bare mirror of this repository (under the data dir), fetched with our token."""
+        """The server's bare mirror of this repository (under the data dir), fetched with our token;
+        its pushes go as `publishing.commits` says (GitHub may make the commits, signed)."""
         assert self.clone_url, "a repository without a clone URL has no mirror"
+        mode = self.config.publishing.commits if self.config is not None else "auto"
+        pusher = CommitPublisher(self.port, self.repo, mode=mode, default_branch=self.default_branch)
         return Mirror(
             root=self.services.settings.data_dir.resolve(),
             clone_url=self.clone_url,
             token_provider=self.port.git_token,
+            pusher=pusher,
+        )
+
+    @property
+    def app_url(self) -> str | None:
+        """The App's page (GitHub's `html_url` for it, or derived from the server's web root)."""
+        return self.services.identity.app_url(self.app_slug)
+
+    async def commit_identity(self, approvers: Sequence[str] = ()) -> CommitIdentity:
+        """Who the bot's commits here are by, crediting `approvers` (see `bot.runtime.identity`)."""
+        agent = self.config.agent if self.config is not None else AgentConfig()
+        return await self.services.identity.commits(
+            self.port, agent, bot_login=self.bot_login, approvers=approvers
         )
 
     async def trigger_label(self, *, asked: str | None = None) -> str:
@@ -195,19 +228,32 @@ class Session:
         """A comment on the issue."""
         await self.port.create_issue_comment(self.repo, self.issue, body=body)
 
-    async def react_issue(self, content: str) -> None:
-        """A reaction on the issue itself; failures are logged, never fatal."""
-        try:
-            await self.port.add_issue_reaction(self.repo, self.issue, content)
-        except GitHubError as exc:
-            log.warning("could not react %s on the issue: %s", content, exc.message)
+    def acknowledge(self, *, comment_id: int | None = None) -> None:
+        """👀 on the issue (or on its comment `comment_id`): queued in the installation's write
+        queue, not awaited, dropped if the answer goes first. Only for someone known to have
+        write access: an outsider's request costs no write (see `refuse`)."""
+        self._acks.add(
+            asyncio.ensure_future(self.port.acknowledge(self.repo, self.issue, comment_id=comment_id))
+        )
 
-    async def react_comment(self, comment_id: int, content: str) -> None:
-        """A reaction on a comment; failures are logged, never fatal."""
-        try:
-            await self.port.add_comment_reaction(self.repo, comment_id, content)
-        except GitHubError as exc:
-            log.warning("could not react %s on comment %s: %s", content, comment_id, exc.message)
+    async def permitted(
+        self, verdict: Awaitable[Verdict], login: str, *, comment_id: int | None = None
+    ) -> Verdict:
+        """`verdict` (whether `login` may act), with the 👀 once write access is known: at once for
+        someone GitHub said had write access when last asked (a cached read, up to a day old: the
+        first answer needs no round trip for it), else when `verdict` allows; never for others."""
+        early = self.permissions.known_writer(self.repo, login)
+        if early:
+            self.acknowledge(comment_id=comment_id)
+        result = await verdict
+        if result.allowed and not early:
+            self.acknowledge(comment_id=comment_id)
+        return result
+
+    async def acknowledged(self) -> None:
+        """Wait for the 👀 to be queued (sent, without a write queue: the Action's)."""
+        while self._acks:
+            await self._acks.pop()
 
     async def may_act(
         self, login: str, association: str | None = None, user_type: str | None = None
@@ -238,10 +284,43 @@ class Session:
         )
 
     async def refuse(self, login: str, verdict: Verdict, *, on: int | None = None) -> None:
-        """The one short reply to someone who may not do what they asked."""
-        approvers = list(self.config.approvers) if self.config else []
+        """The one short reply to someone who may not do what they asked. Someone without write
+        access is told once per issue, then not again, and the installation tells at most
+        `REFUSALS_PER_HOUR` an hour (see `bot.store.refusals`): an outsider's commands cannot
+        spend the installation's writes. A writer (not an approver) and a GitHub error are
+        always answered."""
+        issue = on or self.issue
+        metrics = self.services.metrics
+        if verdict.permission not in WRITE_ROLES and verdict.permission != "unknown":
+            if not self.services.refusals.allow(
+                repo=self.repo, issue=issue, login=login, installation=self.installation_id
+            ):
+                log.info("not telling %s again on %s#%s: refused without a reply", login, self.repo, issue)
+                if metrics is not None:
+                    metrics.refusals.labels("silenced").inc()
+                return
+        if metrics is not None:
+            metrics.refusals.labels("posted").inc()
+        config = self.config if self._config_read else await self._config_for_reply()
+        approvers = list(config.approvers) if config else []
         body = messages.permission_denied(login, verdict.permission, approvers=approvers)
-        await self.port.create_issue_comment(self.repo, on or self.issue, body=body)
+        await self.port.create_issue_comment(self.repo, issue, body=body)
+
+    async def _config_for_reply(self) -> RepoConfig | None:
+        """The config, read for a reply that names its approvers (none when it cannot be read)."""
+        try:
+            return await self.load_config()
+        except GitHubError as exc:
+            log.warning("could not read %s for the reply: %s", CONFIG_PATH, exc.message)
+            return None
+
+    def may_be_trigger(self, label: str) -> bool:
+        """Whether `label` is (per the config read recently) or likely is the trigger label."""
+        cache = self.services.repo_cache
+        cached = cache.config(self.repo, self.default_branch)
+        if cached is not None:
+            return label == cached.trigger_label
+        return label in {DEFAULT_TRIGGER_LABEL, cache.last_trigger_label(self.repo, self.default_branch)}
 
 
 async def open_session(

@@ -30,7 +30,7 @@ from bot.handlers.approval import start_execution
 from bot.handlers.epic import child_moved, on_child_merged
 from bot.handlers.execution import NoSave, build_run, still_wanted
 from bot.handlers.plan_io import update_plan
-from bot.handlers.session import Session, open_session, session_for_job
+from bot.handlers.session import Session, open_session, session_for_event, session_for_job
 from bot.plan.stack import (
     all_delivered,
     expected_base,
@@ -77,16 +77,7 @@ def base_branch(session: Session) -> str:
 
 
 async def _plan_session(services: Services, event: Event, issue: int) -> tuple[Session, LoadedPlan] | None:
-    assert event.repo is not None
-    repo = event.envelope.repository
-    session = await open_session(
-        services,
-        repo=event.repo,
-        issue=issue,
-        installation_id=event.installation_id,
-        default_branch=repo.default_branch if repo else None,
-        clone_url=repo.clone_url if repo else None,
-    )
+    session = await session_for_event(services, event, issue=issue)
     if await session.load_config() is None:
         return None
     loaded = await session.load_plan()
@@ -306,7 +297,7 @@ async def enqueue_restack(session: Session, *, start: int, reason: Reason, cause
     await enqueue(RESTACK_JOB, f"{session.repo}#{session.issue}/run", payload)
 
 
-@kinds.register(RESTACK_JOB)
+@kinds.register(RESTACK_JOB, holds_worker=True)
 async def run_restack_job(job: ClaimedJob, services: Services) -> None:
     """Rebuild the plan's open batches from `start` up (see `StackKeeper.restack`)."""
     data = job.payload

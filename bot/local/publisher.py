@@ -201,7 +201,7 @@ class LocalPublisher:
             source=run.mirror.path,
             branch=branch,
             expected=expected,
-            bot_email=run.config.agent.author_email,
+            bot_email=run.author.email,
         )
         if reason is not None:
             self.notes.append(reason)

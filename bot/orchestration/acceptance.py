@@ -165,15 +165,16 @@ async def _send_back(run: Run, sid: str, feedback: str) -> None:
     if run.state.stories[sid].status == StoryStatus.PASSED or before.commit is None:
         return
     await run.mirror.git("update-ref", f"refs/heads/{branch}", before.commit)
+    commit = before.commit
     if run.push:
         remote = await run.mirror.remote_sha(branch)
         if remote != before.commit:
-            await run.mirror.push(branch, expected_remote_sha=remote, force=True)
+            commit = await run.mirror.push(branch, expected_remote_sha=remote, force=True)
     await run.story(
         sid,
         important=True,
         status=StoryStatus.PASSED,
-        commit=before.commit,
+        commit=commit,
         gates=before.gates,
         summary=before.summary,
         reason=None,

@@ -33,10 +33,10 @@ from bot.orchestration.envcopy import keep_base_environment, reuse_base_environm
 from bot.orchestration.judging import passed_outright
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.setup import gate_confinement, prepare, tool_env
-from bot.orchestration.story import cleanup, gate_specs
+from bot.orchestration.story import gate_specs
 from bot.plan.baseline import BaseCheck
 from bot.plan.state import StoryStatus
-from bot.workspace.worktree import Worktree, add_worktree
+from bot.workspace.worktree import Worktree, add_worktree, cleanup
 
 log = logging.getLogger(__name__)
 SETUP_TAIL_CHARS = 3000
@@ -132,7 +132,7 @@ async def _run_setup(
         }
         return check.model_copy(update=failed), False
     written = await setup_wrote(wt)  # before the gates add their caches
-    kept = await keep_base_environment(run, wt, output=setup.output, written=written)
+    kept = await keep_base_environment(run, wt, output=setup.output, written=written, blocked=setup.blocked)
     return check.model_copy(update={"setup": "success"}), kept
 
 

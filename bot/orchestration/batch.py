@@ -63,7 +63,7 @@ async def merge_batch(
     if done is not None:  # a publish redone after a crash: what was merged and pushed stands
         await run.mirror.git("update-ref", f"refs/heads/{branch}", done)
     wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=done is None)
-    author = (run.config.agent.author_name, run.config.agent.author_email)
+    author = (run.author.name, run.author.email)
     try:
         if done is not None:
             return await _finish_merge(run, wt, batch, story_ids, failed={}, push=push)
@@ -110,8 +110,10 @@ async def _finish_merge(
     integration: list[GateResult] = []
     head = await head_sha(wt)
     await run.reached("merged", f"batch-{batch}")
-    if push is not None and merged and not await push(head):
-        return BatchOutcome(branch=wt.branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
+    if push is not None and merged:
+        if not await push(head):
+            return BatchOutcome(branch=wt.branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
+        head = await head_sha(wt)  # GitHub's own commit when it made the merge through its API
     if run.config.gates.integration and merged:
         integration = await integration_gates(run, wt, head, batch)
     return BatchOutcome(
@@ -127,7 +129,7 @@ async def _already_merged(run: Run, branch: str, base: str, story_ids: list[str]
         return None
     sha = head.stdout.strip()
     email = (await run.mirror.git("log", "-1", "--format=%ae", sha)).stdout.strip()
-    if email.lower() != run.config.agent.author_email.lower():
+    if not run.author.ours(email):
         return None  # someone else's work: the publisher's hands-off rule decides
     needed = [base, *(f"refs/heads/{story_branch(run.branch_prefix, sid)}" for sid in story_ids)]
     for ref in needed:
@@ -143,21 +145,21 @@ def _rebased_message(branch: str, *, sid: str, batch: int) -> str:
 
 async def _refactor(run: Run, story_id: str, *, batch_head: str, files: list[str]) -> bool:
     """Re-run the story on top of the merged batch branch; True when it passes its gates again."""
-    log.info("%s conflicts in %s: re-running it on top of the batch (refactor phase)", story_id, files)
-    await run.story(
-        story_id,
-        status=StoryStatus.PENDING,
-        attempts=0,
-        commit=None,
-        reason=f"conflicted in {', '.join(files[:5])}; re-running on the merged batch",
-    )
-    await run_story(
+    return await redo_story(
         run,
         story_id,
         f"refs/heads/{batch_head}",
-        phase="refactor",
+        why=f"conflicted in {', '.join(files[:5])}; re-running on the merged batch",
         feedback="Your earlier change conflicted with the merged batch in: " + ", ".join(files),
     )
+
+
+async def redo_story(run: Run, story_id: str, base_ref: str, *, why: str, feedback: str) -> bool:
+    """The story again, by its agent, on top of `base_ref` (the refactor phase), because its
+    earlier work conflicts there; True when it passed its gates again."""
+    log.info("%s: %s (refactor phase)", story_id, why)
+    await run.story(story_id, status=StoryStatus.PENDING, attempts=0, commit=None, reason=why)
+    await run_story(run, story_id, base_ref, phase="refactor", feedback=feedback)
     return run.state.stories[story_id].status == StoryStatus.PASSED
 
 

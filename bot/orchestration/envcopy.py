@@ -22,14 +22,17 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from bot.environment.setup import ENV_DIRS
 from bot.errors import WorkspaceError
 from bot.gates.report import GateResult
 from bot.orchestration.run import Run
 from bot.orchestration.setup import setup_spec
+from bot.plan.blocked import BlockedRequest
 from bot.workspace.process import run_process
 from bot.workspace.removal import discard, remove_tree
 from bot.workspace.worktree import Worktree, head_sha
@@ -81,12 +84,15 @@ def _total_size(root: Path, paths: list[str]) -> int:
     return size
 
 
-async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written: list[str] | None) -> bool:
+async def keep_base_environment(
+    run: Run, wt: Worktree, *, output: str, written: list[str] | None, blocked: Sequence[BlockedRequest] = ()
+) -> bool:
     """Move the environment setup made in the base check's worktree aside for the stories; whether
     it was (the base check's gates then run in a copy of it, `reuse_base_environment`).
 
     `output` (setup's, on the base) is shown again in each story's setup check that copies it;
-    `written` are the other files setup left in the worktree (`setup_wrote`), copied with it.
+    `written` are the other files setup left in the worktree (`setup_wrote`), copied with it;
+    `blocked` what the egress proxy refused setup there (each story that copies it reports it).
     """
     kept = kept_dir(run)
     await asyncio.to_thread(remove_tree, kept)
@@ -103,6 +109,7 @@ async def keep_base_environment(run: Run, wt: Worktree, *, output: str, written:
         "dirs": moved,
         "files": (kept / _FILES).is_dir(),
         "output": output[-OUTPUT_CHARS:],
+        "blocked": [b.model_dump(mode="json") for b in blocked],
     }
     (kept / _ORIGIN).write_text(json.dumps(origin))
     return True
@@ -186,7 +193,16 @@ async def reuse_base_environment(run: Run, wt: Worktree) -> GateResult | None:
         exit_code=0,
         output=note,
         duration_s=took,
+        blocked=_blocked(origin),
     )
+
+
+def _blocked(origin: dict) -> list[BlockedRequest]:  # type: ignore[type-arg]
+    """What the egress proxy refused the setup that made the copied environment."""
+    try:
+        return [BlockedRequest.model_validate(b) for b in origin.get("blocked", [])]
+    except ValidationError:
+        return []
 
 
 def _origin(run: Run) -> dict | None:  # type: ignore[type-arg]

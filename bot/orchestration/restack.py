@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 
 from bot.errors import WorkspaceError
 from bot.gates.report import fenced_tail
+from bot.orchestration.batch import redo_story
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
-from bot.orchestration.story import run_story
-from bot.plan.state import StoryStatus
 from bot.workspace.worktree import Worktree, add_detached, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -108,7 +107,7 @@ async def _replay(
 ) -> None:
     """The old batch's first-parent commits, one by one, on top of `out.onto`; `out.head` is set
     when all of them came over."""
-    identity = (run.config.agent.author_name, run.config.agent.author_email)
+    identity = (run.author.name, run.author.email)
     mapping: dict[str, str] = {}
     tip = out.onto
     for commit, *parents in chain:
@@ -148,7 +147,7 @@ async def _replay_story(
     listed = await wt.git("rev-list", "--reverse", "--no-merges", side, f"^{first}", *negative, "--")
     own = listed.stdout.split()
     fork = (await wt.git("merge-base", first, side)).stdout.strip()
-    identity = (run.config.agent.author_name, run.config.agent.author_email)
+    identity = (run.author.name, run.author.email)
     files = await _cherry_pick(wt, mapping.get(fork, out.onto), own, identity)
     if files is None:
         story_tip = (await wt.git("rev-parse", "HEAD")).stdout.strip()
@@ -161,7 +160,8 @@ async def _replay_story(
         out.conflicts[f"commit {side[:12]}"] = files
         return False
     feedback = await _conflict_feedback(wt, sid, files, fork=fork, side=side, tip=tip, onto_label=onto_label)
-    if not await _redo(run, sid, tip, files, feedback):
+    why = f"conflicted with the new base in {', '.join(files[:5])}; redone on top of it"
+    if not await redo_story(run, sid, tip, why=why, feedback=feedback):
         out.conflicts[sid] = files
         return False
     redone_tip = await _ref(run, story_branch(run.branch_prefix, sid)) or ""
@@ -237,17 +237,3 @@ async def _conflict_feedback(
         f"What the new base changed in them since {sid} was written:\n\n"
         f"{fenced_tail(theirs.stdout, budget=SIDE_CHARS)}"
     )
-
-
-async def _redo(run: Run, sid: str, tip: str, files: list[str], feedback: str) -> bool:
-    """The story again, by its agent, on top of `tip` (refactor phase); True when it passed."""
-    log.info("%s conflicts with the new base in %s: its agent redoes it (refactor phase)", sid, files)
-    await run.story(
-        sid,
-        status=StoryStatus.PENDING,
-        attempts=0,
-        commit=None,
-        reason=f"conflicted with the new base in {', '.join(files[:5])}; redone on top of it",
-    )
-    await run_story(run, sid, tip, phase="refactor", feedback=feedback)
-    return run.state.stories[sid].status == StoryStatus.PASSED

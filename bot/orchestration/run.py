@@ -7,17 +7,20 @@ read and update it; it lives here, below all of them, so none imports the engine
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.clock import utcnow
+from bot.config.identity import CommitIdentity, commit_identity
 from bot.config.repo import RepoConfig
 from bot.errors import StalePlan, StateError
+from bot.gates.dependencies import AdvisoryLookup
 from bot.orchestration.scheduler import batch_branch
 from bot.plan.baseline import BaseCheck
+from bot.plan.blocked import BlockedRequest, merge_blocked
 from bot.plan.state import PlanState, PlanStatus, totals, update_story
 from bot.workspace.mirror import Mirror
 from bot.workspace.sandbox import Sandbox
@@ -88,11 +91,21 @@ class Run:
     revised, the CI loop stopped), read afresh from the plan; None to go on."""
     protected: dict[Path, list[Path]] = field(default_factory=dict)
     """Worktree path → its paths bound read-only (listed once per worktree; see setup.protected)."""
+    advisories: AdvisoryLookup | None = None
+    """GitHub's Advisory Database for the `dependencies` check; None skips the check (local runs)."""
     base_pending: asyncio.Task[BaseCheck] | None = None
     """The base check's gates while they run beside the first batch (its setup passed already):
     its whole result, saved in the state when it is done; stories wait for it to judge their gates."""
+    identity: CommitIdentity | None = None
+    """Who the run's commits are by (the App's bot, learned from GitHub) and whom story commits
+    credit; None: the repository config's author, else the defaults."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _unsaved: list[Callable[[PlanState], PlanState]] = field(default_factory=list)
+
+    @property
+    def author(self) -> CommitIdentity:
+        """The identity of the run's commits."""
+        return self.identity or commit_identity(self.config.agent)
 
     async def update(self, change: Callable[[PlanState], PlanState], *, important: bool = False) -> PlanState:
         """Apply a change to the state and save it before going on.
@@ -177,6 +190,17 @@ class Run:
     async def story(self, story_id: str, *, important: bool = False, **changes: object) -> PlanState:
         """Change one story's record and save."""
         return await self.update(lambda s: update_story(s, story_id, **changes), important=important)
+
+    async def note_blocked(self, story_id: str, requests: Sequence[BlockedRequest]) -> None:
+        """Add what the egress proxy refused (for its agent or setup) to a story's record."""
+        if not requests:
+            return
+
+        def add(state: PlanState) -> PlanState:
+            kept = state.stories[story_id].blocked if story_id in state.stories else []
+            return update_story(state, story_id, blocked=merge_blocked(kept, requests))
+
+        await self.update(add)
 
     def over_budget(self) -> str | None:
         """Why the plan must pause for cost, or None."""

@@ -22,6 +22,7 @@ from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.gates.run import run_gate
 from bot.orchestration.run import Run
+from bot.plan.blocked import blocked_requests
 from bot.workspace.egress_route import egress_route
 from bot.workspace.mirror import mirror_slug
 from bot.workspace.policy import protected_paths
@@ -123,11 +124,15 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         spec = setup_spec(run)
         if not confinement.confined:  # PLAN_CASCADE_SANDBOX=off: the host's network, like the bot
             return await _run_setup(run, spec, wt, env, confinement)
-        async with egress_route(run.sandbox.setup_egress) as route:
+        hook = run.sandbox.on_blocked
+        counted = (lambda: hook("setup")) if hook is not None else None
+        async with egress_route(run.sandbox.setup_egress, on_blocked=counted) as route:
             routed = spec.model_copy(update={"command": route.prelude + spec.command})
             jail = replace(confinement, readonly=(*confinement.readonly, route.folder))
             result = await _run_setup(run, routed, wt, {**env, **route.env}, jail)
-        return result.model_copy(update={"command": spec.command})
+            refused = route.proxy.blocked.entries() if route.proxy is not None else []
+        blocked = blocked_requests(refused, by="setup")
+        return result.model_copy(update={"command": spec.command, "blocked": blocked})
 
     if caches in _warm:
         return await setup()

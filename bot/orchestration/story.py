@@ -13,11 +13,14 @@ from bot.errors import AgentError, WorkspaceError
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, conclusion, failure_feedback
 from bot.gates.run import run_gates
+from bot.orchestration.depcheck import check_dependencies
 from bot.orchestration.envcopy import reuse_base_environment, setup_files_changed
 from bot.orchestration.judging import base_judge
+from bot.orchestration.pushing import publish_story
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
+from bot.orchestration.secretgate import hold_back
 from bot.orchestration.setup import (
     SETUP_GATE,
     gate_confinement,
@@ -31,11 +34,11 @@ from bot.orchestration.setup import (
     tool_env,
 )
 from bot.plan import Story
+from bot.plan.records import add_tool_uses
 from bot.plan.state import StoryStatus
-from bot.workspace.git import PushRejected
+from bot.workspace import secretscan
 from bot.workspace.policy import policy_violations, revert, violation_feedback
-from bot.workspace.removal import discard
-from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha, remove_worktree, sandbox_view
+from bot.workspace.worktree import Worktree, add_worktree, cleanup, commit_all, head_sha, sandbox_view
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,8 @@ async def run_story(
         setup = await reuse_base_environment(run, worktree) if run.state.setup else None
         if setup is None:
             setup = await prepare(run, worktree, home)
+        if setup is not None and not interrupted:  # (a resumed story noted its setup's before)
+            await run.note_blocked(story_id, setup.blocked)  # a copied environment's setup's too
         setup_head = await head_sha(worktree)
         if setup is not None and not setup.passed:
             if not _setup_passes_on_base(run):
@@ -136,27 +141,6 @@ async def _setup_failed(run: Run, story_id: str, result: GateResult, *, head: st
     )
 
 
-async def cleanup(worktree: Worktree, home: Path) -> None:
-    """Remove a worktree (if it got created) and its HOME; runs to the end even when cancelled."""
-
-    async def remove() -> None:
-        try:
-            if worktree.path.exists():
-                await remove_worktree(worktree)
-        except WorkspaceError as exc:
-            log.warning("could not remove worktree %s: %s", worktree.path, exc.message)
-        except OSError as exc:  # the file system refused (permissions are given back first)
-            log.warning("could not remove worktree %s: %s", worktree.path, exc)
-        await discard(home)
-
-    task = asyncio.ensure_future(remove())
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await task
-        raise
-
-
 async def _attempts(
     run: Run,
     story: Story,
@@ -180,7 +164,9 @@ async def _attempts(
     """
     max_attempts = 1 + run.config.gates.max_retries
     attempt = start
+    scanned = await run.mirror.resolve(base_ref)  # what is scanned already: pushed, or the base
     while attempt < max_attempts or committed is not None:
+        resumed = committed is not None
         if committed is not None:
             attempt = max(attempt, 1)
             record = run.state.stories[story.id]
@@ -211,9 +197,10 @@ async def _attempts(
             sha = await commit_all(
                 wt,
                 message=f"{story.id}: {story.title}",
-                author_name=run.config.agent.author_name,
-                author_email=run.config.agent.author_email,
+                author_name=run.author.name,
+                author_email=run.author.email,
                 trailers=story_trailers(run, story.id),
+                co_authors=run.author.co_authors,
             )
             head = sha or await head_sha(wt)
             # Nothing committed now: did any attempt change anything since the base? (asked only then)
@@ -226,14 +213,25 @@ async def _attempts(
                     reason=reason or f"the agent ({result.agent}) changed nothing",
                 )
                 return
-            if sha is not None:  # saved before it is pushed: a crash from here on resumes from it
-                await run.story(story.id, important=True, commit=head)
-                await run.reached("committed", story.id)
-        if sha is not None and run.push:
-            await _push(run, wt.branch, head)
+        if head != scanned:  # no credential leaves: the commits are undone, the agent told
+            findings = await hold_back(run, story.id, wt, since=scanned, head=head)
+            if findings:
+                feedback = secretscan.feedback(findings)
+                if attempt < max_attempts:
+                    continue
+                reason = secretscan.failure(findings, attempts=attempt)
+                await run.story(story.id, important=True, status=StoryStatus.FAILED, reason=reason)
+                return
+            scanned = head
+        if sha is not None and not resumed:  # saved before it is pushed: a crash from here on resumes from it
+            await run.story(story.id, important=True, commit=head)
+            await run.reached("committed", story.id)
+        if sha is not None and run.push:  # GitHub may make the commit again (signed): then it is GitHub's
+            head = scanned = await publish_story(run, story.id, wt.branch, head)
             await run.reached("pushed", story.id)
         if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
             setup, setup_head = await prepare(run, wt, home), head
+            await run.note_blocked(story.id, setup.blocked if setup is not None else [])
             if setup is not None and not setup.passed:
                 gates = run.state.stories[story.id].gates
                 await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
@@ -244,7 +242,8 @@ async def _attempts(
             gates = run.state.stories[story.id].gates
             await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
             await report_setup(run, setup, scope=story.id, head=head)
-        results = await _gates(run, story, wt, home, head, attempt)
+        checked = await check_dependencies(run, story.id, base_ref=base_ref, head=head, attempt=attempt)
+        results = [*checked, *await _gates(run, story, wt, home, head, attempt)]
         failed = [r for r in results if not r.passed]
         if result.status != "finished" and not results:
             feedback = result.reason
@@ -316,19 +315,20 @@ async def _run_agent(
         env=setup_variables(run, wt, home),
         shared=shared_dirs(run),
         git=sandbox_view(wt),
+        egress=tuple(run.config.agent.egress) if run.config.agent.egress is not None else None,
+        mcp_servers=run.config.agent.mcp_servers,
     )
     result = await agent.run(task)
-    record = run.state.stories[story.id]
+    await run.note_blocked(story.id, result.blocked)
+    record, usage = run.state.stories[story.id], result.usage
     await run.story(
         story.id,
         agent=result.agent,
         model=result.model,
-        tokens=record.tokens
-        + result.usage.input_tokens
-        + result.usage.cache_write_tokens
-        + result.usage.output_tokens,
-        cached_tokens=record.cached_tokens + result.usage.cache_read_tokens,
+        tokens=record.tokens + usage.input_tokens + usage.cache_write_tokens + usage.output_tokens,
+        cached_tokens=record.cached_tokens + usage.cache_read_tokens,
         cost_usd=record.cost_usd + result.cost_usd,
+        mcp_tools=add_tool_uses(record.mcp_tools, result.mcp_tools),
     )
     return result
 
@@ -349,8 +349,9 @@ async def _gates(
     async def finished(spec: GateSpec, handle: object, result: GateResult, annotations: list) -> None:  # type: ignore[type-arg]
         record = run.state.stories[story.id]
         await run.story(story.id, gates={**record.gates, spec.name: conclusion(result)})
+        shown = result.model_copy(update={"blocked": record.blocked})  # the story's check runs say it
         await run.reporter.gate_finished(
-            handle, scope=scope, gate=spec, result=result, annotations=annotations, head_sha=head
+            handle, scope=scope, gate=spec, result=shown, annotations=annotations, head_sha=head
         )
 
     return await run_gates(
@@ -364,21 +365,3 @@ async def _gates(
         confinement=await gate_confinement(run, wt, home),
         judge=base_judge(run, wt.path),
     )
-
-
-async def _push(run: Run, branch: str, head: str) -> None:
-    """Push a story branch (ours alone), unless the remote has it.
-
-    The lease is what the mirror last saw of the remote branch (its fetch or our last push),
-    so a push costs one round trip to the remote; only when that lease fails (the remote
-    moved, e.g. after a crash) is the remote asked what it holds, and the push made on that.
-    """
-    seen = await run.mirror.tracking_sha(branch)
-    if seen == head:
-        return
-    try:
-        await run.mirror.push(branch, expected_remote_sha=seen, force=seen is not None)
-    except PushRejected:
-        remote = await run.mirror.remote_sha(branch)
-        if remote != head:
-            await run.mirror.push(branch, expected_remote_sha=remote, force=True)

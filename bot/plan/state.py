@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 from bot.errors import StateError
 from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
 from bot.plan.baseline import BaseCheck
+from bot.plan.blocked import BlockedRequest
+from bot.plan.records import DependencyRecord, ToolUse
 
 PlanSource = Literal["prd-block", "llm", "plan-pr", "reflection"]
 
@@ -103,6 +105,18 @@ class StoryState(BaseModel):
         description="The acceptance review's verdicts, one per criterion in order; empty = not reviewed.",
     )
     review_rounds: int = Field(default=0, description="Times the acceptance review sent the story back.")
+    dependencies: list[DependencyRecord] = Field(
+        default_factory=list,
+        description="Package versions the story adds or upgrades (those with advisories first, at most 20).",
+    )
+    dependencies_more: int = Field(default=0, description="Further package versions, checked but not kept.")
+    blocked: list[BlockedRequest] = Field(
+        default_factory=list,
+        description="Network requests of its agent and setup that the egress proxy refused (bounded).",
+    )
+    mcp_tools: dict[str, ToolUse] = Field(
+        default_factory=dict, description="MCP tool (`<server>__<tool>`) → its calls, over every attempt."
+    )
 
 
 class BatchState(BaseModel):

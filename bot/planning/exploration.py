@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from bot.agent.mcp import McpTools
 from bot.agent.readonly import GitTree, ReadOnlyLimits, Unfinished, investigate
 from bot.agent.toolspecs import ReadArgs
 from bot.config.repo import RepoConfig
@@ -139,9 +140,16 @@ def check_intent(result: Exploration) -> None:
 
 
 async def explore(
-    llm: LLM, tree: GitTree, *, context: str, limits: ReadOnlyLimits, triage: bool = False
+    llm: LLM,
+    tree: GitTree,
+    *,
+    context: str,
+    limits: ReadOnlyLimits,
+    triage: bool = False,
+    mcp: McpTools | None = None,
 ) -> Exploration:
-    """Explore `tree` for the issue in `context`; never raises for the model's sake."""
+    """Explore `tree` for the issue in `context` (with the tools of the repository's `read_only`
+    MCP servers, when `mcp` has any); never raises for the model's sake."""
     paths = await tree.paths()
     result = Exploration()
     for name in INSTRUCTION_FILES:
@@ -157,6 +165,7 @@ async def explore(
             prompt=exploration_prompt(context, paths),
             answer=Findings,
             limits=limits,
+            mcp=mcp,
         )
     except Unfinished as exc:
         log.warning("exploration stopped: %s", exc.message)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 
 from bot.errors import GitHubError
 from bot.gates.annotations import Annotation
@@ -44,7 +44,11 @@ SaveComment = Callable[[PlanState], Awaitable[PlanState]]
 
 
 class GitHubReporter:
-    """Saves state to the plan comment (progress at most every `interval` s) and the cache."""
+    """Saves state to the plan comment (progress at most every `interval` s) and the cache.
+
+    Progress goes through `save_progress` (default `save_comment`): the server's does not wait for
+    the comment's edit, which goes last in the installation's write queue, a newer one replacing it.
+    """
 
     def __init__(
         self,
@@ -53,6 +57,7 @@ class GitHubReporter:
         issue: int,
         *,
         save_comment: SaveComment,
+        save_progress: SaveComment | None = None,
         interval: float = 5.0,
         details_url: str | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -63,6 +68,7 @@ class GitHubReporter:
         self.repo = repo
         self.issue = issue
         self.save_comment = save_comment
+        self.save_progress = save_progress or save_comment
         self.interval = interval
         self.details_url = details_url
         self.clock = clock
@@ -80,7 +86,7 @@ class GitHubReporter:
         if important or now - self._last >= self.interval:
             self._last = now
             self._dirty = None
-            return await self.save_comment(state)
+            return await (self.save_comment if important else self.save_progress)(state)
         self._dirty = state
         return None
 
@@ -234,7 +240,10 @@ class GitHubPublisher:
             await self.port.update_pull_request(self.repo, pr.number, title=title, body=body(draft))
         if review is not None and review.checks:
             await self._post_review(run, batch, pr.number, review)
-        await self._rollup(run, batch, outcome.head_sha, outcome.merged, integration, unmet=unmet)
+        await post_rollup(
+            self.port, self.repo, run.state, batch=batch, head=outcome.head_sha, merged=outcome.merged,
+            integration=integration, unmet=unmet,
+        )  # fmt: skip
         updated = record.model_copy(
             update={
                 "branch": branch,
@@ -293,22 +302,6 @@ class GitHubPublisher:
         except GitHubError as exc:
             log.warning("could not post the acceptance review on #%s: %s", number, exc.message)
 
-    async def _rollup(
-        self,
-        run: Run,
-        batch: int,
-        head: str,
-        merged: list[str],
-        integration: Mapping[str, str],
-        *,
-        unmet: str | None = None,
-    ) -> None:
-        """The `plan-cascade` check on the PR head that sums up the batch."""
-        await post_rollup(
-            self.port, self.repo, run.state, batch=batch, head=head, merged=merged,
-            integration=integration, unmet=unmet,
-        )  # fmt: skip
-
     async def _hands_off(self, run: Run, batch: int, record: BatchState, branch: str) -> PlanState:
         note = messages.hands_off(branch)
         if record.pr_number is not None:
@@ -338,4 +331,4 @@ async def authored_by_bot(run: Run, sha: str) -> bool:
         out = await run.mirror.git("log", "-1", "--format=%ae", sha, check=False)
     except GitHubError:
         return False
-    return out.stdout.strip().lower() == run.config.agent.author_email.lower()
+    return run.author.ours(out.stdout)

@@ -27,11 +27,22 @@ async def post_rollup(
 ) -> None:
     """The `plan-cascade` check of batch `batch` on `head`, from its stories and gates."""
     verdict, title = rollup_verdict(state, batch, merged, integration, unmet=unmet)
-    lines = [f"- {sid}: {state.stories[sid].status.value}" for sid in state.batches_ids()[batch - 1]]
+    lines = [_story_line(state, sid) for sid in state.batches_ids()[batch - 1]]
     lines += [f"- integration `{n}`: {c}" for n, c in integration.items()]
     lines += [f"- {unmet}"] if unmet else []
     output = {"title": title, "summary": "\n".join(lines)}
     await write_rollup(port, repo, head=head, batch=batch, conclusion=verdict, output=output)
+
+
+def _story_line(state: PlanState, story_id: str) -> str:
+    """`- STORY-001: passed`, and what the egress proxy refused it, when it refused anything."""
+    record = state.stories[story_id]
+    line = f"- {story_id}: {record.status.value}"
+    if record.blocked:
+        shown = ", ".join(f"`{b.target}` ×{b.count} ({b.by})" for b in record.blocked[:5])
+        more = f" and {len(record.blocked) - 5} more" if len(record.blocked) > 5 else ""
+        line += f" · network blocked: {shown}{more} (see the pull request)"
+    return line
 
 
 async def carry_rollup(port: GitHubPort, repo: str, *, batch: int, old: str, new: str) -> None:

@@ -184,7 +184,7 @@ class StackKeeper:
             return  # someone else's work is on the branch now: never over it
         await run.mirror.git("update-ref", f"refs/heads/{branch}", head)
         try:
-            await run.mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
+            head = await run.mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
         except PushRejected as exc:
             log.warning("could not push %s back: %s", branch, exc)
             return
@@ -249,9 +249,16 @@ class StackKeeper:
         run, record = self.run, self.run.state.batches[number - 1]
         await run.mirror.git("update-ref", f"refs/heads/{branch}", rebuilt.head)
         try:
-            await run.mirror.push(branch, expected_remote_sha=record.head_sha, force=True)
+            pushed = await run.mirror.push(branch, expected_remote_sha=record.head_sha, force=True)
         except PushRejected:
             return await self._still_ours(number, branch, onto=onto, exclude=[])
+        except WorkspaceError as exc:  # GitHub refused for another reason (a rule): said on the PR
+            log.warning("could not publish the rebuilt batch %s: %s", number, exc.message)
+            await self._comment(number, say.rebuild_error(onto=onto, cause=cause, error=exc.message))
+            return False
+        # GitHub's own commits when it made them through its API (the local branches hold them now).
+        rebuilt.head = pushed
+        rebuilt.replayed = {sid: run.mirror.published_as(sha) for sid, sha in rebuilt.replayed.items()}
         stories = self._rebuilt_stories(rebuilt)
         await self._save(
             functools.partial(

@@ -37,9 +37,9 @@ def _approvers(state: PlanState) -> int:
     return len({a.user for a in state.current_approvals()})
 
 
-def help_text(app_slug: str | None, trigger_label: str) -> str:
-    """Every command with a one-line explanation."""
-    app_url = f"https://github.com/apps/{app_slug}" if app_slug else None
+def help_text(app_url: str | None, trigger_label: str) -> str:
+    """Every command with a one-line explanation; `app_url` is the App's page as GitHub names it
+    (on an Enterprise Server, under its host), None: no link."""
     return _render("help", app_url=app_url, trigger_label=trigger_label)
 
 
@@ -210,9 +210,9 @@ def plan_failed(state: PlanState) -> str:
     )
 
 
-def unknown_command(command: str, *, app_slug: str | None = None, trigger_label: str = "plan-cascade") -> str:
+def unknown_command(command: str, *, app_url: str | None = None, trigger_label: str = "plan-cascade") -> str:
     """`command` is not a command we know; the reply includes the help text."""
-    return _render("unknown_command", command=command, help=help_text(app_slug, trigger_label).strip())
+    return _render("unknown_command", command=command, help=help_text(app_url, trigger_label).strip())
 
 
 def hands_off(branch: str) -> str:

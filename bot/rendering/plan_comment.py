@@ -166,7 +166,7 @@ def _context(
     *,
     estimate: ExecutionEstimate | None,
     trigger_label: str,
-    app_slug: str | None,
+    app_url: str | None,
     state_block: str,
 ) -> dict[str, Any]:
     rows = _rows(state)
@@ -193,7 +193,7 @@ def _context(
         "execution_cost": spent_cost - state.planning_cost_usd,
         "estimate": estimate,
         "trigger_label": trigger_label,
-        "app_url": f"https://github.com/apps/{app_slug}" if app_slug else None,
+        "app_url": app_url,
         "updated": utc(state.updated_at) if state.updated_at else None,
         "state_block": state_block,
     }
@@ -221,7 +221,7 @@ def render_plan_comment(
     *,
     estimate: ExecutionEstimate | None = None,
     trigger_label: str = "plan-cascade",
-    app_slug: str | None = None,
+    app_url: str | None = None,
     limit: int = COMMENT_LIMIT,
     state_block: str | None = None,
 ) -> str:
@@ -242,7 +242,7 @@ def render_plan_comment(
         )
     template = template_env().get_template("plan_comment.md.j2")
     context = _context(
-        state, estimate=estimate, trigger_label=trigger_label, app_slug=app_slug, state_block=state_block
+        state, estimate=estimate, trigger_label=trigger_label, app_url=app_url, state_block=state_block
     )
     total = len(state.prd.stories)
 

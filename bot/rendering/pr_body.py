@@ -6,12 +6,14 @@ import re
 from collections.abc import Mapping
 
 from bot.plan import Strategy, short_hash
+from bot.plan.records import DependencyRecord
 from bot.plan.state import PlanState, StoryStatus
-from bot.rendering.jinja import template_env
+from bot.rendering.jinja import html_inline, md_cell, template_env
 
 BATCH_MARKER = "<!-- plan-cascade:batch {repo}#{issue} {batch} -->"
 _MARKER = re.compile(r"<!-- plan-cascade:batch (\S+)#(\d+) (\d+) -->")
 BODY_LIMIT = 65536
+_GHSA = re.compile(r"GHSA(?:-[0-9a-z]{4}){3}")
 
 
 def batch_marker(repo: str, issue: int, batch: int) -> str:
@@ -83,10 +85,27 @@ def pr_body(
                 "cost": record.cost_usd,
             }
         )
+    dependencies = [
+        {"story": sid, **_dependency_row(record)}
+        for sid in story_ids
+        for record in state.stories[sid].dependencies
+    ]
+    mcp_tools = [
+        {"story": sid, "tool": md_cell(name), "calls": use.calls, "failed": use.failed}
+        for sid in story_ids
+        for name, use in sorted(state.stories[sid].mcp_tools.items())
+    ]
     failed = [
         {"id": sid, "reason": state.stories[sid].reason or state.stories[sid].status.value}
         for sid in batch_ids
         if sid not in story_ids
+    ]
+    # What the egress proxy refused the batch's stories (those left out too: it may be why).
+    blocked = [
+        {"story": sid, "by": b.by, "target": b.target, "count": b.count, "allow": b.allow}
+        for sid in batch_ids
+        if sid in state.stories
+        for b in state.stories[sid].blocked
     ]
     body = (
         template_env()
@@ -102,6 +121,10 @@ def pr_body(
             short_hash=short_hash(state.plan_hash),
             stories=stories,
             failed=failed,
+            dependencies=dependencies,
+            mcp_tools=mcp_tools,
+            dependencies_more=sum(state.stories[sid].dependencies_more for sid in story_ids),
+            blocked=blocked,
             integration=integration,
             draft_reason=draft_reason,
             base_note=base_note,
@@ -116,3 +139,35 @@ def pr_body(
         note = "\n\n_(trimmed to GitHub's size limit; see the plan comment for the rest)_"
         body = body[: BODY_LIMIT - len(note)] + note
     return body
+
+
+def _cell(value: object) -> str:
+    """Untrusted text (from files an agent wrote) in a table cell: no HTML, no mention, no `|`."""
+    return md_cell(html_inline(str(value).replace("`", "'")))
+
+
+def _dependency_row(record: DependencyRecord) -> dict[str, str]:
+    """A package version's cells: untrusted names escaped, advisories linked to their pages as
+    GitHub named them (`html_url`: on an Enterprise Server, its own host)."""
+    version = _cell(record.version) + (f" (was {_cell(record.previous)})" if record.previous else "")
+    if not record.exact:
+        status = "a range: not looked up"
+    elif not record.checked:
+        status = "not checked"
+    elif not record.advisories:
+        status = "no known advisory"
+    else:
+        notes = []
+        for note in record.advisories:
+            linked = _GHSA.fullmatch(note.id) and (note.url or "").startswith(("https://", "http://"))
+            url = (note.url or "").replace(" ", "%20").replace(")", "%29").replace("|", "%7C")
+            link = f"[{note.id}]({url})" if linked else _cell(note.id)  # GitHub's link, on its host
+            kind = "malware" if note.malware else _cell(note.severity)
+            fix = f", fixed in {_cell(note.fixed)}" if note.fixed and not note.malware else ""
+            notes.append(f"⚠️ {link} ({kind}{fix})")
+        status = "; ".join(notes)
+    return {
+        "package": f"`{md_cell(record.name).replace('`', '')}` ({_cell(record.ecosystem)})",
+        "version": version,
+        "status": status,
+    }

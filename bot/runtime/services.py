@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.clock import utcnow
 from bot.config.cache import RepoCache
 from bot.errors import GitHubError, UnknownIdentity
+from bot.runtime.identity import AppIdentity
 from bot.store.permissions import PermissionCache
 from bot.store.plans import PlanStore
+from bot.store.refusals import RefusalLimiter
 
 if TYPE_CHECKING:
     from bot.config.repo import RepoConfig
@@ -46,6 +48,8 @@ class Services:
     # The login our comments are written under (e.g. `my-app[bot]`); derived from the slug if None.
     bot_login: str | None = None
     permissions: PermissionCache = field(default_factory=PermissionCache)
+    refusals: RefusalLimiter = field(default_factory=RefusalLimiter)
+    """Who was told no where: an outsider is refused once per issue, then not again."""
     repo_cache: RepoCache = field(default_factory=RepoCache)
     plan_store: PlanStore = field(default_factory=PlanStore)
     # Runs a job now (the Action) or queues it (the server): `enqueue(kind, group_key, payload)`.
@@ -56,9 +60,20 @@ class Services:
     sandbox: Sandbox | None = None
     """The operator's sandbox policy; None builds it from the settings (server default: required)."""
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    _identity: AppIdentity | None = None
     _slug: str | None = None
     _slug_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _plan_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> AppIdentity:
+        """The App as GitHub knows it (its page, its bot's and the approvers' addresses), learned once."""
+        if self._identity is None:
+            settings = self.settings
+            self._identity = AppIdentity(
+                api_url=settings.github_api_url, server_url=settings.github_server_url
+            )
+        return self._identity
 
     async def app_slug(self, port: GitHubPort) -> str | None:
         """The App's slug (for `@slug` mentions and our comments' author), learned once.
@@ -95,7 +110,11 @@ class Services:
     def sandbox_policy(self) -> Sandbox:
         """The sandbox every untrusted process of this process runs in."""
         if self.sandbox is None:
-            self.sandbox = self.settings.sandbox_policy()
+            sandbox = self.settings.sandbox_policy()
+            if self.metrics is not None:  # what the egress proxies refuse is counted on /metrics
+                counter = self.metrics.egress_blocked
+                sandbox = replace(sandbox, on_blocked=lambda proxy: counter.labels(proxy).inc())
+            self.sandbox = sandbox
         return self.sandbox
 
     def plan_lock(self, repo: str, issue: int) -> asyncio.Lock:

@@ -19,9 +19,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigurationError
 from bot.llm.registry import configuration_problem
+from bot.runtime.egress_defaults import default_agent_egress
 from bot.workspace.cgroups import find_cgroups
 from bot.workspace.egress_rules import parse_egress
 from bot.workspace.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, machine_memory
+from bot.workspace.mcp_policy import McpPolicy, mcp_variables
 from bot.workspace.reaper import ProcessRegistry
 from bot.workspace.sandbox import Sandbox
 
@@ -60,6 +62,8 @@ class Settings(BaseSettings):
     """The secret GitHub signs webhook deliveries with."""
     github_api_url: str = Field(default="https://api.github.com", validation_alias="GITHUB_API_URL")
     """GitHub's REST API root; for GitHub Enterprise Server `https://HOST/api/v3`."""
+    github_server_url: str | None = Field(default=None, validation_alias="GITHUB_SERVER_URL")
+    """GitHub's web root (`https://HOST` on an Enterprise Server); default derived from GITHUB_API_URL."""
     database_url: str | None = Field(default=None, validation_alias="PLAN_CASCADE_DATABASE_URL")
     """SQLAlchemy async URL; default a SQLite file in the data dir."""
     data_dir: Path = Field(default=Path(".plan-cascade"), validation_alias="PLAN_CASCADE_DATA_DIR")
@@ -122,8 +126,15 @@ class Settings(BaseSettings):
     machine's memory; 0: no limit."""
     sandbox_cgroup: str = Field(default="auto", validation_alias="PLAN_CASCADE_SANDBOX_CGROUP")
     """Where confined processes' cgroups are made: `auto`, `off`, or a delegated cgroup v2 folder."""
+    mcp_egress: str = Field(default="", validation_alias="PLAN_CASCADE_MCP_EGRESS")
+    """Comma-separated hosts MCP servers may reach (local ones through the egress proxy); default none."""
+    mcp_allow_all_tools: bool = Field(default=False, validation_alias="PLAN_CASCADE_MCP_ALLOW_ALL_TOOLS")
+    """Whether a repository may offer every tool of an MCP server (`tools: ["*"]`)."""
     agent_network: bool = Field(default=True, validation_alias="PLAN_CASCADE_AGENT_NETWORK")
-    """Whether external CLI agents may reach the network (their model API); builtin agents and gates never."""
+    """Whether external CLI agents may go out (through the egress proxy); builtin agents and gates never."""
+    agent_egress: str | None = Field(default=None, validation_alias="PLAN_CASCADE_AGENT_EGRESS")
+    """Comma-separated hosts external agents may reach through the egress proxy; default: their
+    model APIs and the public registries; `none`: none."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
     """Key that signs the plan state hidden in plan comments; default derived from the webhook secret."""
     retention_days: int = Field(default=14, ge=0, validation_alias="PLAN_CASCADE_RETENTION_DAYS")
@@ -145,6 +156,14 @@ class Settings(BaseSettings):
                 "days GitHub can redeliver a delivery for (its record is what makes a redelivery a "
                 f"duplicate): set {MIN_RETENTION_DAYS} or more, or 0 to keep everything"
             )
+        try:
+            parse_egress(_hosts(self.agent_egress) or ())
+        except ValueError as exc:
+            raise ValueError(f"PLAN_CASCADE_AGENT_EGRESS: {exc}") from None
+        try:
+            parse_egress(self.mcp_egress_hosts())
+        except ValueError as exc:
+            raise ValueError(f"PLAN_CASCADE_MCP_EGRESS: {exc}") from None
         cgroup = self.sandbox_cgroup.strip()
         if cgroup not in ("auto", "off") and not Path(cgroup).is_absolute():
             raise ValueError(
@@ -236,6 +255,7 @@ class Settings(BaseSettings):
         """The operator's sandbox for every process started on untrusted code."""
         env = os.environ if environ is None else environ
         names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
+        agent_env = {name: env[name] for name in names if name in env}
         setup_names = [n.strip() for n in self.setup_env.split(",") if n.strip()]
         data = self.data_dir.resolve()
         hidden = [data, *([self.private_key_path.resolve()] if self.private_key_path else [])]
@@ -245,10 +265,12 @@ class Settings(BaseSettings):
             hidden=tuple(hidden),
             registry=ProcessRegistry(data / "run" / "processes"),
             agent_network=self.agent_network,
-            agent_env={name: env[name] for name in names if name in env},
+            agent_env=agent_env,
+            agent_egress=self.agent_egress_hosts(agent_env),
             setup_env={name: env[name] for name in setup_names if name in env},
             setup_egress=self.setup_egress_hosts(),
             limits=self.sandbox_limits(cgroups=(self.sandbox or default) != "off"),
+            mcp=McpPolicy(self.mcp_egress_hosts(), self.mcp_allow_all_tools, mcp_variables(env)),
         )
 
     def sandbox_limits(self, *, cgroups: bool = True) -> Limits:
@@ -264,10 +286,22 @@ class Settings(BaseSettings):
 
     def setup_egress_hosts(self) -> tuple[str, ...] | None:
         """The hosts of `PLAN_CASCADE_SETUP_EGRESS` (None: the default registries; `none`: nothing)."""
-        text = (self.setup_egress or "").strip()
-        if not text:
-            return None
-        return () if text.lower() == "none" else tuple(text.replace(",", " ").split())
+        return _hosts(self.setup_egress)
+
+    def agent_egress_hosts(self, agent_env: Mapping[str, str]) -> tuple[str, ...]:
+        """The hosts of `PLAN_CASCADE_AGENT_EGRESS`; unset, the model APIs of the server's provider
+        and of the keys and URLs in `agent_env` (what agents are handed), and the public registries."""
+        listed = _hosts(self.agent_egress)
+        if listed is not None:
+            return listed
+        return default_agent_egress(
+            provider=self.llm_provider, base_url=self.llm_base_url, agent_env=agent_env
+        )
+
+    def mcp_egress_hosts(self) -> tuple[str, ...]:
+        """The hosts of `PLAN_CASCADE_MCP_EGRESS` (none by default, or when it says `none`)."""
+        text = self.mcp_egress.strip()
+        return () if text.lower() in ("", "none") else tuple(text.replace(",", " ").split())
 
     def state_signing_key(self) -> bytes | None:
         """The key plan comments' state blocks are signed with (None: nothing to sign with).
@@ -296,6 +330,14 @@ class Settings(BaseSettings):
             key = self.openai_api_key
         value = key.get_secret_value() if key else None
         return None if is_placeholder(value) else value
+
+
+def _hosts(setting: str | None) -> tuple[str, ...] | None:
+    """The hosts of an egress setting (None: unset, the default; `none`: nothing)."""
+    text = (setting or "").strip()
+    if not text:
+        return None
+    return () if text.lower() == "none" else tuple(text.replace(",", " ").split())
 
 
 def derive_state_key(secret: str, *, purpose: bytes = b"plan-cascade/state-key/v1") -> bytes:

@@ -2,6 +2,13 @@
 
 Job kinds are a table too: `webhook` jobs go through the event router, other kinds
 (plan execution, approval polls) register a handler in `JobKinds`.
+
+A worker is one of a few (2 by default) shared by every installation, so a job may wait in place
+for GitHub's pacing only `patience` seconds: a longer wait (an installation's hour of creations
+used up, a rate-limit pause) raises Throttled, and the job goes back to the queue, due when the
+wait ends, its attempt not counted, while the worker takes other jobs. Kinds registered with
+`holds_worker` (plan execution and the like, which keep their worker for minutes anyway and would
+lose work if started over) wait in place.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ import orjson
 
 from bot.clock import utcnow
 from bot.db.queue import ClaimedJob, JobQueue
-from bot.errors import PlanCascadeError
+from bot.errors import PlanCascadeError, Throttled
+from bot.github.throttle import PATIENCE
 from bot.log import log_context
 from bot.procinfo import process_identity
 from bot.redaction import redact
@@ -28,6 +36,8 @@ from bot.runtime.webhook import WEBHOOK_JOB, IntakePressure
 log = logging.getLogger(__name__)
 
 JobHandler = Callable[[ClaimedJob, Services], Awaitable[None]]
+PATIENCE_SECONDS = 5.0
+"""How long a job may wait in place for GitHub's pacing before it is put back in the queue."""
 
 
 class JobKinds:
@@ -35,12 +45,16 @@ class JobKinds:
 
     def __init__(self) -> None:
         self._table: dict[str, JobHandler] = {}
+        self._holding: set[str] = set()
 
-    def register(self, kind: str) -> Callable[[JobHandler], JobHandler]:
-        """Decorator: run the handler for jobs of `kind`."""
+    def register(self, kind: str, *, holds_worker: bool = False) -> Callable[[JobHandler], JobHandler]:
+        """Decorator: run the handler for jobs of `kind`. `holds_worker`: a long job (agents, gates)
+        that keeps its worker anyway; it waits for GitHub's pacing in place rather than start over."""
 
         def decorate(handler: JobHandler) -> JobHandler:
             self._table[kind] = handler
+            if holds_worker:
+                self._holding.add(kind)
             return handler
 
         return decorate
@@ -49,9 +63,14 @@ class JobKinds:
         """The handler for `kind`, if any."""
         return self._table.get(kind)
 
+    def holds_worker(self, kind: str) -> bool:
+        """Whether jobs of `kind` wait for GitHub in place (see `register`)."""
+        return kind in self._holding
+
     def merge(self, other: JobKinds) -> None:
         """Add another table's handlers."""
         self._table.update(other._table)
+        self._holding |= other._holding
 
 
 def worker_identity() -> str:
@@ -74,6 +93,7 @@ class WorkerPool:
         wake: asyncio.Event | None = None,
         intake: IntakePressure | None = None,
         reap: Callable[[], object] | None = None,
+        patience: float = PATIENCE_SECONDS,
     ) -> None:
         self.queue = queue
         self.intake = intake
@@ -87,6 +107,7 @@ class WorkerPool:
         self.reclaim_interval = 15.0
         self.reap = reap
         """Kills what dead bot processes of this host left running (`ProcessRegistry.kill_leftovers`)."""
+        self.patience = patience
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run the worker loops until `stop` is set; running jobs finish first.
@@ -154,12 +175,17 @@ class WorkerPool:
                 waiter.cancel()
 
     async def run_job(self, job: ClaimedJob, worker_id: str) -> str:
-        """Run one claimed job to its outcome: `done`, `queued` (retry), `dead` or `lost`."""
+        """Run one claimed job to its outcome: `done`, `queued` (retry), `deferred` (put back until
+        GitHub lets it write), `dead` or `lost`."""
         metrics = self.services.metrics
         heartbeat = asyncio.create_task(self._heartbeat(job, worker_id))
+        patience = PATIENCE.set(None if self.kinds.holds_worker(job.kind) else self.patience)
         with log_context(delivery=job.delivery_id or f"job-{job.id}", plan=job.group_key):
             try:
                 await self._dispatch(job)
+            except Throttled as exc:
+                heartbeat.cancel()
+                return await self._deferred(job, worker_id, exc)
             except PlanCascadeError as exc:
                 if exc.retryable:
                     heartbeat.cancel()
@@ -177,6 +203,7 @@ class WorkerPool:
                 heartbeat.cancel()
                 return await self._failed(job, worker_id, exc)
             finally:
+                PATIENCE.reset(patience)
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
@@ -190,6 +217,22 @@ class WorkerPool:
                 log.warning("job %s finished after its lease was taken over", job.id)
                 return "lost"
             return "done"
+
+    async def _deferred(self, job: ClaimedJob, worker_id: str, exc: Throttled) -> str:
+        """Put the job back until GitHub lets its installation write again; the worker moves on."""
+        note = f"waiting for GitHub: {exc.message}"
+        ours = await self.queue.defer(job.id, worker_id, seconds=exc.seconds, note=note)
+        log.info(
+            "job %s (%s) put back for %.0f s: %s",
+            job.id,
+            job.kind,
+            exc.seconds,
+            exc.message,
+            extra={"job_id": job.id, "kind": job.kind, "outcome": "deferred"},
+        )
+        if self.services.metrics:
+            self.services.metrics.jobs.labels(job.kind, "deferred").inc()
+        return "deferred" if ours else "lost"
 
     async def _failed(self, job: ClaimedJob, worker_id: str, exc: Exception) -> str:
         """Record a failure: back to the queue with backoff, or dead after the last attempt.

@@ -45,6 +45,16 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class BlockedView:
+    """Requests to one destination the egress proxy refused a story's agent or setup."""
+
+    by: str
+    target: str
+    count: int
+    allow: str
+
+
+@dataclass(frozen=True)
 class StoryView:
     """One story's row."""
 
@@ -63,6 +73,7 @@ class StoryView:
     commit: str | None
     checks: tuple[CheckView, ...]
     acceptance: tuple[Verdict, ...]
+    blocked: tuple[BlockedView, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,10 @@ def story_view(story: Story, record: StoryState, *, repo_url: str) -> StoryView:
         commit=record.commit,
         checks=checks,
         acceptance=_verdicts(story.acceptance_criteria, record),
+        blocked=tuple(
+            BlockedView(by=b.by, target=b.target, count=b.count, allow=b.allow.replace("`", ""))
+            for b in record.blocked
+        ),
     )
 
 

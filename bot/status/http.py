@@ -358,7 +358,7 @@ def status_routes(
     return status_router(
         access=Access(token),
         db=db,
-        web_url=github_web_url(settings.github_api_url),
+        web_url=(settings.github_server_url or "").rstrip("/") or github_web_url(settings.github_api_url),
         metrics=metrics,
         repo_cache=repo_cache,
         clock=utcnow,

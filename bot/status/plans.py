@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 from urllib.parse import quote, urlsplit
 
+from bot.github.urls import web_url
 from bot.plan.state import PlanState, StoryStatus, totals
 from bot.redaction import redact
 
@@ -44,16 +45,8 @@ def aware(value: datetime | None) -> datetime | None:
 
 def github_web_url(api_url: str) -> str:
     """The web root behind an API root: `https://api.github.com` → `https://github.com`,
-    `https://HOST/api/v3` → `https://HOST`."""
-    parts = urlsplit(api_url.rstrip("/"))
-    host, path = parts.netloc, parts.path
-    if host.startswith("api.") and path in ("", "/"):
-        host = host[4:]
-    for suffix in ("/api/v3", "/api"):
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return f"{parts.scheme}://{host}{path}"
+    `https://HOST/api/v3` → `https://HOST` (see `bot.github.urls.web_url`)."""
+    return web_url(api_url)
 
 
 def safe_url(url: str | None) -> str | None:

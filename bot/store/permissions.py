@@ -34,11 +34,16 @@ class Verdict:
     reason: str = ""
 
 
+WRITER_MEMORY = 24 * 3600.0
+"""How long a user seen with write access is remembered as one (for a 👀, never for a decision)."""
+
+
 @dataclass
 class PermissionCache:
     """(repo, login) → permission for `ttl` seconds. One per process; injectable clock."""
 
     ttl: float = 60.0
+    memory: float = WRITER_MEMORY
     clock: Callable[[], float] = time.monotonic
     _entries: dict[tuple[str, str], tuple[float, Permission]] = field(default_factory=dict)
 
@@ -53,6 +58,12 @@ class PermissionCache:
         self._entries[key] = (now, value)
         return value
 
+    def known_writer(self, repo: str, login: str) -> bool:
+        """Whether `login` had write access on `repo` when GitHub was last asked, within `memory`
+        seconds: their command's 👀 may go before a fresh read says so. Never a decision."""
+        hit = self._entries.get((repo.lower(), login.lower()))
+        return hit is not None and hit[1] in WRITE_ROLES and self.clock() - hit[0] < self.memory
+
     def forget(self, repo: str, login: str | None = None) -> None:
         """Drop the cached roles of `login` on `repo` (everyone's when None)."""
         for key in [k for k in self._entries if k[0] == repo.lower() and login in (None, k[1])]:
@@ -62,6 +73,17 @@ class PermissionCache:
 def is_bot(login: str, user_type: str | None) -> bool:
     """Bots and Apps (ourselves included) never command Plan Cascade."""
     return user_type == "Bot" or login.endswith("[bot]")
+
+
+def known_refusal(login: str, association: str | None, user_type: str | None) -> Verdict | None:
+    """The refusal that needs no call to GitHub (a bot, an association that cannot hold write
+    access), or None when only GitHub can say."""
+    if not login or is_bot(login, user_type):
+        return Verdict(False, "bot", "bots and Apps never command Plan Cascade")
+    if association is not None and association.upper() not in MAY_HAVE_WRITE:
+        permission = "read" if association.upper() == "CONTRIBUTOR" else "none"
+        return Verdict(False, permission, f"author association {association}")
+    return None
 
 
 async def may_act(
@@ -74,18 +96,9 @@ async def may_act(
     user_type: str | None = None,
 ) -> Verdict:
     """Whether `login` may use the bot on `repo` (write access or better; never a bot)."""
-    if not login or is_bot(login, user_type):
-        return _refused(repo, login, Verdict(False, "bot", "bots and Apps never command Plan Cascade"))
-    if association is not None and association.upper() not in MAY_HAVE_WRITE:
-        return _refused(
-            repo,
-            login,
-            Verdict(
-                False,
-                "read" if association.upper() == "CONTRIBUTOR" else "none",
-                f"author association {association}",
-            ),
-        )
+    known = known_refusal(login, association, user_type)
+    if known is not None:
+        return _refused(repo, login, known)
     try:
         permission = await cache.permission(port, repo, login)
     except GitHubError as exc:

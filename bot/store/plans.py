@@ -40,7 +40,7 @@ from bot.plan.state_block import (
     parse_reference,
 )
 from bot.rendering import messages
-from bot.store.trust import origin_problem, same_login
+from bot.store.trust import ever_edited, origin_problem, same_login
 
 log = logging.getLogger(__name__)
 ALTERED = "altered"
@@ -60,6 +60,9 @@ class LoadedPlan:
     reactions_etag: str | None = None
     parts: dict[int, str] = field(default_factory=dict)
     """Continuation comment id → body last read or written, for a state too big for one comment."""
+    pending_since: datetime | None = None
+    """When set, the comment (written then) does not hold its signed state yet: the state is the
+    bot's database row's (see `load`)."""
 
 
 def require_identity(bot_login: str | None) -> str:
@@ -109,8 +112,19 @@ class PlanStore:
             comment = await self._newest_plan_comment(port, repo, issue, bot, comments)
         if comment is None:
             return None
-        if PENDING_BLOCK in (comment.body or "") and (record is None or record.plan_comment_id != comment.id):
-            return None  # a new plan comment, its state not written into it yet
+        if PENDING_BLOCK in (comment.body or ""):
+            if record is None or record.plan_comment_id != comment.id:
+                return None  # a new plan comment, its state not written into it yet
+            # The bot's own new plan comment, named by the bot's own row and never edited, its
+            # signed state not written yet (that edit waits its turn): the row is the plan
+            # meanwhile. An edited one (someone put the marker back) is judged as any other.
+            edited = await ever_edited(port, comment)
+            if edited is None:
+                return None  # GitHub could not say: no plan for now, nothing reported
+            if not edited:
+                state = PlanState.model_validate(record.state)
+                since = comment.created_at or self.clock()
+                return LoadedPlan(state, comment.id, record.reactions_etag, pending_since=since)
         believed: tuple[PlanState, dict[int, str]] | str | None
         believed = await self.believe(port, repo, issue, comment, bot_login=bot, cached=record)
         if not isinstance(believed, str) and record is not None and record.version > believed[0].version:

@@ -88,6 +88,15 @@ async def last_edit_problem(port: GitHubPort, comment: Comment, bot_login: str) 
     return None
 
 
+async def ever_edited(port: GitHubPort, comment: Comment) -> bool | None:
+    """Whether anyone edited `comment`: no when GitHub's `updated_at` is its `created_at`, else as
+    its edit history says (None when that cannot be read)."""
+    if comment.updated_at is not None and comment.updated_at == comment.created_at:
+        return False
+    editors = await port.comment_editors(comment)
+    return None if editors is None else bool(editors)
+
+
 def _same_state(cached: dict[str, Any], state: PlanState) -> bool:
     try:
         return PlanState.model_validate(cached) == state

@@ -23,7 +23,7 @@ import jwt
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Route
 
 from bot.testing import fake_github_branches as branches
 from bot.testing import fake_github_git as g
@@ -31,7 +31,9 @@ from bot.testing import fake_github_json as j
 from bot.testing import fake_github_merge as merge
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
+from bot.testing.fake_github_advisories import advisory_routes, fixture_advisories
 from bot.testing.fake_github_faults import Faults
+from bot.testing.fake_github_gitdata import gitdata_routes
 from bot.testing.fake_github_hooks import FakeHooks
 from bot.testing.fake_github_log import RequestLog, conditional
 from bot.testing.fake_github_model import (
@@ -43,7 +45,8 @@ from bot.testing.fake_github_model import (
 )
 from bot.testing.fake_github_pulls import current_key, pull_routes
 from bot.testing.fake_github_reviews import review_routes
-from bot.testing.fake_github_routes import route_table
+from bot.testing.fake_github_routes import mounted, route_table
+from bot.testing.fake_github_rules import GitDataHelpers
 from bot.testing.fake_github_runs import runs_routes
 
 Handler = Callable[[Request, Any], Response]
@@ -51,7 +54,7 @@ T = TypeVar("T")
 
 
 @dataclass
-class FakeGitHub(RequestLog):
+class FakeGitHub(RequestLog, GitDataHelpers):
     """In-memory GitHub. Helpers below set state; `requests` records what clients sent."""
 
     api_url: str = "http://github.test"
@@ -82,6 +85,13 @@ class FakeGitHub(RequestLog):
     """The App's installation the deliveries in `outbox` name (none when None)."""
     outbox: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """(event, payload) GitHub sends about merges, pushes, deleted branches… (`fake_github_events`)."""
+    enterprise: bool = False
+    """A GitHub Enterprise Server: REST only under `/api/v3`, GraphQL only at `/api/graphql`, one
+    host for the API and the web pages (`api_url` must end in `/api/v3`)."""
+    made_commits: list[str] = field(default_factory=list)
+    """Commits made through `POST /git/commits`, in order."""
+    advisories: list[dict[str, Any]] = field(default_factory=fixture_advisories)
+    """The global Advisory Database `GET /advisories` serves (`fake_github_advisories`)."""
 
     def __post_init__(self) -> None:
         self.actor = self.actor or f"{self.app_slug}[bot]"
@@ -91,10 +101,8 @@ class FakeGitHub(RequestLog):
         self.hooks = FakeHooks(self)
         """The App's webhook: deliveries sent, their attempts, and the delivery endpoints."""
         prefix = httpx.URL(self.urls.api).path.rstrip("/")
-        routes = self._routes()
         catch_all = Route("/{rest:path}", self._wrap(self._unknown), methods=_ALL_METHODS)
-        routes.append(catch_all)
-        self.app = Starlette(routes=[Mount(prefix, routes=routes), catch_all] if prefix else routes)
+        self.app = Starlette(routes=mounted(prefix, self._routes(), catch_all, enterprise=self.enterprise))
 
     # ----- test helpers -------------------------------------------------------------------
     def take_events(self) -> list[tuple[str, dict[str, Any]]]:
@@ -381,6 +389,8 @@ class FakeGitHub(RequestLog):
                 *review_routes(self),
                 *actions_routes(self),
                 *runs_routes(self),
+                *gitdata_routes(self),
+                *advisory_routes(self),
                 *self.hooks.routes(),
             ]
         ]

@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot.testing import fake_github_events as events
+from bot.testing import fake_github_git as g
 from bot.testing import fake_github_gitwrite as gw
 from bot.testing import fake_github_pulls as p
 from bot.testing.fake_github_model import FakeRepo, HttpError, now_iso, sha_of
@@ -135,16 +136,37 @@ def commit_to(
         repo.files[branch] = kept
         repo.branches[branch] = new
         repo.known_commits.add(new)
-    events.push(fake, repo, branch=branch, before=old or gw.ZERO, after=new, sender=author)
+    pushed(fake, repo, branch, old=old, new=new, sender=author, messages=[message])
+    return new
+
+
+def pushed(
+    fake: FakeGitHub,
+    repo: FakeRepo,
+    branch: str,
+    *,
+    old: str | None,
+    new: str,
+    sender: str,
+    messages: list[str] | None = None,
+) -> None:
+    """What GitHub sends after `branch` moved from `old` to `new`: `push`, `synchronize` for its
+    open pull requests, and the issues closed by the messages that reached the default branch
+    (`messages`, else those of the commits between)."""
+    events.push(fake, repo, branch=branch, before=old or gw.ZERO, after=new, sender=sender)
     for pull in sorted(repo.pulls.values(), key=lambda pull: pull.number):
         if pull.head_repo is None and pull.head_ref == branch and repo.issues[pull.number].state == "open":
             body = p.pull_data(fake, repo, pull)
             events.pull_request(
-                fake, repo, body, action="synchronize", sender=author, before=old or gw.ZERO, after=new
+                fake, repo, body, action="synchronize", sender=sender, before=old or gw.ZERO, after=new
             )
-    if branch == repo.default_branch:
-        close_referenced(fake, repo, [message], sender=author)
-    return new
+    if branch != repo.default_branch:
+        return
+    git_dir = repo.git_dir
+    if messages is None:
+        landed = g.commits_between(git_dir, old, new) if git_dir is not None and old else []
+        messages = [c.message for c in landed]
+    close_referenced(fake, repo, messages, sender=sender)
 
 
 def branch_routes(fake: FakeGitHub) -> list[tuple[str, list[str], Callable[[Request, Any], Response]]]:

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 
 def noreply(fake: FakeGitHub, login: str) -> str:
-    """The commit email GitHub gives an account (`<id>+<login>@users.noreply.github.com`)."""
-    return f"{fake._user(login)['id']}+{login}@users.noreply.github.com"
+    """The commit email GitHub gives an account (`<id>+<login>@users.noreply.<its host>`)."""
+    return fake.noreply(login)
 
 
 def _record(fake: FakeGitHub, event: str, repo: FakeRepo, sender: str, data: dict[str, Any]) -> None:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_NOREPLY = re.compile(r"^(?:\d+\+)?([A-Za-z0-9-]+(?:\[bot\])?)@users\.noreply\.github\.com$", re.IGNORECASE)
+_NOREPLY = re.compile(
+    r"^(?:\d+\+)?([A-Za-z0-9-]+(?:\[bot\])?)@users\.noreply\.[A-Za-z0-9.-]+$", re.IGNORECASE
+)
 
 
 def is_sha(value: str) -> bool:
@@ -23,7 +25,7 @@ def is_sha(value: str) -> bool:
 
 
 def noreply_login(email: str) -> str | None:
-    """The login GitHub maps a `…@users.noreply.github.com` address to."""
+    """The login GitHub maps a `…@users.noreply.<its host>` address to."""
     match = _NOREPLY.match(email.strip())
     return match.group(1) if match else None
 

@@ -35,6 +35,7 @@ from bot.testing import fake_github_events as events
 from bot.testing import fake_github_git as g
 from bot.testing import fake_github_gitwrite as gw
 from bot.testing import fake_github_pulls as p
+from bot.testing import fake_github_rules as gd
 from bot.testing.fake_github_branches import close_referenced, delete_branch
 from bot.testing.fake_github_model import FakeIssue, FakePull, FakeRepo, HttpError, found, now_iso, sha_of
 
@@ -88,9 +89,12 @@ def merge_pull(
         if before is None or g.resolve(git_dir, head) is None:
             raise HttpError(405, NOT_MERGEABLE)
         text = (title, message)
+        gd.check_merge(repo, pull.base_ref, base=before, head=head, method=method)
         new = _merge_in_git(
             fake, repo, git_dir, pull, base=before, head=head, method=method, by=by, text=text
         )
+        if method != "rebase":  # GitHub signs the merge and squash commits it makes
+            gd.sign(repo, new)
         gw.move_branch(git_dir, pull.base_ref, new, before)
     else:  # a repository without git: the commit is made up, the branch moves if registered
         new = sha_of(f"{method}:{repo.full_name}#{number}:{before}:{head}")

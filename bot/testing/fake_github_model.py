@@ -224,6 +224,10 @@ class FakeRepo:
     allow_merge_commit: bool = True
     allow_squash_merge: bool = True
     allow_rebase_merge: bool = True
+    rulesets: list[Any] = field(default_factory=list)
+    """Its rulesets (`fake_github_gitdata.FakeRuleset`), as `GET /rules/branches/{b}` lists them."""
+    signed: set[str] = field(default_factory=set)
+    """Commits GitHub signed (made through the API for an App, or by its merge button)."""
 
     @property
     def full_name(self) -> str:

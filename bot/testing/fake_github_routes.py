@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 
 from bot.testing import fake_github_git as g
 from bot.testing import fake_github_json as j
 from bot.testing.fake_github_actions import set_draft
+from bot.testing.fake_github_gitdata import update_refs
 from bot.testing.fake_github_model import (
     LEGACY_PERMISSION,
     MAX_BODY,
@@ -43,6 +45,21 @@ if TYPE_CHECKING:
 
 Handler = Callable[[Request, Any], Response]
 REPO = "/repos/{owner}/{repo}"
+
+
+def mounted(prefix: str, routes: list[BaseRoute], catch_all: Route, *, enterprise: bool) -> list[BaseRoute]:
+    """The app's routes: the API's under `prefix` (the API URL's path), anything else unknown.
+    An Enterprise Server serves REST under `/api/v3` and GraphQL only at `/api/graphql`."""
+    top: list[BaseRoute] = []
+    if enterprise:
+        if prefix != "/api/v3":
+            raise ValueError("an Enterprise Server's api_url ends in /api/v3")
+        graphql = [r for r in routes if isinstance(r, Route) and r.path == "/graphql"]
+        top = [Route("/api/graphql", r.endpoint, methods=["POST"]) for r in graphql]
+        routes = [r for r in routes if r not in graphql]
+    if not prefix:
+        return [*routes, catch_all]
+    return [*top, Mount(prefix, routes=[*routes, catch_all]), catch_all]
 
 
 def _etag(payload: list[dict[str, Any]]) -> str:
@@ -282,6 +299,8 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         variables = (data or {}).get("variables") or {}
         if "convertPullRequestToDraft" in query or "markPullRequestReadyForReview" in query:
             return set_draft(fake, variables, draft="convertPullRequestToDraft" in query)
+        if "updateRefs" in query:
+            return update_refs(fake, variables)
         if "userContentEdits" not in query:
             return JSONResponse({"errors": [{"message": "FakeGitHub serves only the comment-edits query"}]})
         node_id = str(variables.get("id") or "")

@@ -53,7 +53,7 @@ def start_cli(
     tmp: Path, args: Sequence[str], *, env: dict[str, str], log_path: Path, root: Path = ROOT
 ) -> subprocess.Popen[bytes]:
     """`plan-cascade ARGS` (no `.env` read) with `env`; its output goes to `log_path`. `root`: the
-    checkout whose `bot` runs (a benchmark's baseline runs another one's, with this interpreter)."""
+    checkout whose code runs (another revision's, for a bench's baseline)."""
     with log_path.open("w") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "--env-file", str(tmp / "none.env"), *args],
@@ -109,8 +109,8 @@ def running_server(
     port: int | None = None,
     root: Path = ROOT,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Start `plan-cascade serve [serve_args]` on `port` (a free one by default) from the checkout
-    `root`; yield its URL and process; stop it after."""
+    """Start `plan-cascade serve [serve_args]` on `port` (a free one by default); yield its URL and
+    process; stop it after. `root`: the checkout whose code runs (see `start_cli`)."""
     env = server_env(
         tmp,
         api_url=api_url,

@@ -1,4 +1,4 @@
-"""Setup's only way out: an HTTP proxy run by the bot that reaches the allowed registries alone.
+"""Setup's and agents' only way out: an HTTP proxy run by the bot that reaches the allowed hosts alone.
 
 Setup commands run the repository's code (a build backend, a `setup.py`, an npm `postinstall`)
 with network, so they can install. Sharing the host's network would let that code reach the
@@ -6,14 +6,20 @@ server's loopback services (`/metrics`, a database, an admin port), the private 
 cloud's metadata address. Instead setup gets its own network namespace with nothing in it but
 loopback, and this proxy, listening on a Unix socket that is bind-mounted into the sandbox; a
 small forwarder started inside relays the sandbox's `127.0.0.1:3128` to it, and
-`HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` point there (uv, pip, npm, yarn, go and cargo honour them).
+`HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` point there (uv, pip, npm, yarn, go and cargo honour them,
+and so do Claude Code, Codex and aider). External CLI agents go out the same way, each run through
+a proxy of its own, to the hosts of `PLAN_CASCADE_AGENT_EGRESS` (narrowed by the repository's
+`agent.egress`): their model's API and the package registries.
 
 The proxy answers `CONNECT host:port` (https) and absolute-form `GET`/`HEAD http://host/...`
 (plain http, without a body, one request per connection, sent with the checked host as `Host`)
 for hosts on the operator's list (`PLAN_CASCADE_SETUP_EGRESS`) only. A name must resolve to
 public addresses only (`bot.workspace.egress_rules`), and the proxy connects to the address it
 checked (a second lookup cannot rebind it). An IP address is reached only when the list names
-that exact address and port (a private index the operator runs).
+that exact address and port (a private index the operator runs). An agent's proxy also passes
+plain http requests with a body (`Content-Length`, never chunked): a model served over http
+(Ollama, vLLM on the operator's network) is called with `POST`. Every refusal is counted per
+destination (`blocked`) for the story's report.
 
 It runs in the server's process, so it is bounded: at most `MAX_CONNECTIONS` connections per
 setup run at once (more wait in the socket's backlog, outside the server), and a tunnel silent
@@ -27,13 +33,16 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+from bot.workspace.egress_log import BlockedLog
 from bot.workspace.egress_rules import (
     DEFAULT_SETUP_EGRESS,
+    Allowlist,
     Entry,
     Resolver,
+    decide,
     destination,
     parse_egress,
     public,
@@ -52,34 +61,41 @@ MAX_CONNECTIONS = 32
 the rest wait their turn, they are not refused)."""
 IDLE_TIMEOUT = 60.0
 """Seconds a tunnel may carry nothing either way (like a web server's keep-alive timeout)."""
+MAX_BODY = 64 * 1024 * 1024
+"""Largest plain http request body an agent's proxy passes (a model call's prompt is far smaller)."""
 BACKLOG = 256
 """Connections waiting to be accepted: held by the kernel, not the server's descriptors."""
 ACCEPT_BACKOFF = 0.2
 
 
 class EgressProxy:
-    """The proxy of one setup run on a Unix socket; `async with` starts and stops it.
+    """The proxy of one setup run (or agent run) on a Unix socket; `async with` starts and stops it.
 
     It holds at most `max_connections` connections at once (two of the server's file descriptors
     each): further ones wait in the socket's backlog, which costs the server nothing, until one
-    ends. A tunnel that carries nothing either way for `idle_timeout` seconds is closed.
+    ends. A tunnel that carries nothing either way for `idle_timeout` seconds is closed. What it
+    refuses is counted in `blocked`, and `on_blocked` hears of each refusal (a metrics counter).
     """
 
     def __init__(
         self,
         socket_path: Path,
-        allowed: Sequence[Entry],
+        allowed: Sequence[Entry] | Allowlist,
         *,
         resolve: Resolver = system_resolver,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT,
+        bodies: bool = False,
+        on_blocked: Callable[[], None] | None = None,
     ) -> None:
         self.socket_path = socket_path
-        self.allowed = tuple(allowed)
+        self.rules = allowed if isinstance(allowed, Allowlist) else Allowlist(tuple(allowed))
         self.resolve = resolve
         self.idle_timeout = idle_timeout
-        self.refused: list[str] = []
-        """Why each refused request was refused, in order (for logs and tests)."""
+        self.bodies = bodies
+        """Whether plain http requests may carry a body (an agent's model calls; never setup's)."""
+        self.blocked = BlockedLog(on_blocked=on_blocked)
+        """What it refused: each destination and how often."""
         self._slots = asyncio.Semaphore(max_connections)
         self._sock: socket.socket | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -117,7 +133,7 @@ class EgressProxy:
                 conn, _ = await loop.sock_accept(sock)
             except OSError as exc:  # out of descriptors (EMFILE) or a connection already gone
                 self._slots.release()
-                log.warning("setup egress proxy could not accept a connection: %s", exc)
+                log.warning("%s egress proxy could not accept a connection: %s", self.rules.who, exc)
                 await asyncio.sleep(ACCEPT_BACKOFF)
                 continue
             except BaseException:
@@ -147,23 +163,27 @@ class EgressProxy:
             return
         lines = head.decode("latin-1").split("\r\n")
         method, target, version = [*lines[0].split(" "), "", ""][:3]
+        body = 0
         if method == "CONNECT":
             host, port = split_host_port(target, default=443)
             request = b""
         elif target.startswith("http://"):
             authority, _, path = target[len("http://") :].partition("/")
             host, port = split_host_port(authority, default=80)
-            why = _plain_refusal(method, version, lines[1:])
+            why = _plain_refusal(method, version, lines[1:], bodies=self.bodies)
             if why:
                 return await _answer(writer, 400, why)
-            request = _plain_request(method, f"/{path}", version, lines[1:], host=host, port=port or 80)
+            body = _content_length(lines[1:])
+            request = _plain_request(
+                method, f"/{path}", version, lines[1:], host=host, port=port or 80, body=body
+            )
         else:
             return await _answer(writer, 400, "only CONNECT and absolute http:// requests are proxied")
-        address, why = await destination(host, port or 0, self.allowed, resolve=self.resolve)
+        address, reason, why = await decide(host, port or 0, self.rules, resolve=self.resolve)
         if address is None:
-            self.refused.append(why)
-            log.warning("setup egress refused: %s", why)
-            return await _answer(writer, 403, f"Plan Cascade setup egress: {why}")
+            self.blocked.record(host, port or 0, reason or "unlisted")
+            log.warning("%s egress refused: %s", self.rules.who, why)
+            return await _answer(writer, 403, f"Plan Cascade {self.rules.who} egress: {why}")
         up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT)
         activity = _Activity()
         try:
@@ -172,7 +192,7 @@ class EgressProxy:
                 inward = _relay(reader, up_writer, activity)
             else:
                 up_writer.write(request)
-                inward = _nothing_more(reader)
+                inward = _body_then_nothing(reader, up_writer, body, activity)
             outward = _relay(up_reader, writer, activity)
             answer_after_eof = method != "CONNECT"
             await _tunnel(
@@ -199,35 +219,57 @@ def _header_name(line: str) -> str:
     return line.split(":", 1)[0].strip().lower()
 
 
-def _plain_refusal(method: str, version: str, headers: Sequence[str]) -> str:
-    """Why a plain http request is refused ("" when it is not): setup downloads, it never sends.
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
-    A request with a body, or a head the upstream could read differently from us (a bare CR or
-    LF, a folded line), could carry a second request to the upstream past our checks."""
-    if method not in ("GET", "HEAD"):
-        return "only GET and HEAD are proxied for plain http"
+
+def _plain_refusal(method: str, version: str, headers: Sequence[str], *, bodies: bool = False) -> str:
+    """Why a plain http request is refused ("" when it is not): setup downloads, it never sends;
+    an agent's model call sends one body of a stated length.
+
+    A chunked body, two lengths, or a head the upstream could read differently from us (a bare CR
+    or LF, a folded line), could carry a second request to the upstream past our checks."""
+    if method not in (_METHODS if bodies else ("GET", "HEAD")):
+        return f"only {', '.join(_METHODS) if bodies else 'GET and HEAD'} are proxied for plain http"
     if version not in ("HTTP/1.0", "HTTP/1.1"):
         return "only HTTP/1.0 and HTTP/1.1 are proxied"
+    lengths = []
     for line in headers:
         if "\r" in line or "\n" in line or line[:1] in (" ", "\t") or (line and ":" not in line):
             return "a malformed request head"
         name, _, value = line.partition(":")
         name = name.strip().lower()
-        if name == "transfer-encoding" or (name == "content-length" and value.strip() != "0"):
-            return "a plain http request may not have a body"
+        if name == "transfer-encoding":
+            return "a chunked request body is not proxied: send Content-Length"
+        if name == "content-length":
+            lengths.append(value.strip())
+    if not lengths or lengths == ["0"]:
+        return ""
+    if not bodies:
+        return "a plain http request may not have a body"
+    if len(lengths) > 1 or not lengths[0].isdigit() or int(lengths[0]) > MAX_BODY:
+        return f"a request body needs one Content-Length of at most {MAX_BODY} bytes"
     return ""
 
 
+def _content_length(headers: Sequence[str]) -> int:
+    """The body's length of a request `_plain_refusal` let through (0 without one)."""
+    for line in headers:
+        if _header_name(line) == "content-length":
+            return int(line.split(":", 1)[1].strip())
+    return 0
+
+
 def _plain_request(
-    method: str, path: str, version: str, headers: Sequence[str], *, host: str, port: int
+    method: str, path: str, version: str, headers: Sequence[str], *, host: str, port: int, body: int = 0
 ) -> bytes:
-    """The request the upstream gets: the client's headers but for the hop-by-hop ones, the
-    checked host as `Host`, one request per connection."""
+    """The request head the upstream gets: the client's headers but for the hop-by-hop ones, the
+    checked host as `Host`, the body's length when it has one, one request per connection."""
     authority = f"[{host}]" if ":" in host else host
     if port != 80:
         authority += f":{port}"
     kept = [line for line in headers if line and _header_name(line) not in _DROPPED]
-    lines = [f"{method} {path} {version}", f"Host: {authority}", *kept, "Connection: close", "", ""]
+    length = [f"Content-Length: {body}"] if body else []
+    lines = [f"{method} {path} {version}", f"Host: {authority}", *kept, *length, "Connection: close", "", ""]
     return "\r\n".join(lines).encode("latin-1")
 
 
@@ -268,9 +310,20 @@ async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, act
                 writer.write_eof()
 
 
-async def _nothing_more(reader: asyncio.StreamReader) -> None:
-    """After a plain http request, the client's side: it may close, but whatever else it sends
-    (a second request on the connection, for a host the proxy never checked) is never passed on."""
+async def _body_then_nothing(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, length: int, activity: _Activity
+) -> None:
+    """After a plain http request's head, the client's side: exactly `length` bytes of body are
+    passed on; then it may close, but whatever else it sends (a second request on the connection,
+    for a host the proxy never checked) is never passed on."""
+    while length > 0:
+        data = await reader.read(min(length, 65_536))
+        if not data:
+            return
+        activity.last = time.monotonic()
+        writer.write(data)
+        await writer.drain()
+        length -= len(data)
     await reader.read(1)
 
 

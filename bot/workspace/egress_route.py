@@ -1,9 +1,10 @@
-"""How a confined setup run goes out: the proxy's socket and a forwarder inside its sandbox.
+"""How confined setup and external agents go out: the proxy's socket and a forwarder in the sandbox.
 
 The sandbox has its own network namespace with nothing but loopback. The bot's egress proxy
 (`bot.workspace.egress`) listens on a Unix socket in a folder bind-mounted read-only into the
 sandbox; a small forwarder (`FORWARDER`, python3 from the tool PATH), started before setup's
-commands, relays the sandbox's `127.0.0.1:3128` to it, and the proxy variables point there.
+commands (or the agent's command), relays the sandbox's `127.0.0.1:3128` to it, and the proxy
+variables point there.
 """
 
 from __future__ import annotations
@@ -11,15 +12,21 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.workspace.egress import EgressProxy
-from bot.workspace.egress_rules import DEFAULT_SETUP_EGRESS, parse_egress
+from bot.workspace.egress import IDLE_TIMEOUT, EgressProxy
+from bot.workspace.egress_rules import DEFAULT_SETUP_EGRESS, Allowlist, parse_egress
 
 PROXY_PORT = 3128
-"""Where the forwarder listens inside setup's own network namespace."""
+"""Where the forwarder listens inside setup's (or the agent's) own network namespace."""
+AGENT_IDLE_TIMEOUT = 600.0
+"""Seconds an agent's tunnel may carry nothing either way: a model answering a long prompt
+without streaming sends nothing until it is done (setup's downloads never pause that long)."""
+AGENT_ENV = {"NODE_USE_ENV_PROXY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+"""More for agents: Node's own `fetch` honours the proxy variables (Node 24), and Claude Code
+leaves out its telemetry and error reports, which the proxy would refuse (and report) each run."""
 
 
 def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
@@ -85,19 +92,20 @@ while True:
 each connection to the proxy's socket; it returns once listening and serves in the background."""
 
 
-def forwarder_command(folder: Path, port: int = PROXY_PORT) -> str:
+def forwarder_command(folder: Path, port: int = PROXY_PORT, *, who: str = "setup") -> str:
     """The shell line that starts the forwarder (written into `folder`) before setup's commands."""
     script = folder / "forward.py"
     script.write_text(FORWARDER)
     return (
         f"python3 {script} {folder / 'proxy.sock'} {port} || "
-        "{ echo 'Plan Cascade: cannot start the setup egress forwarder (python3 on PATH?)' >&2; exit 97; }\n"
+        f"{{ echo 'Plan Cascade: cannot start the {who} egress forwarder (python3 on PATH?)' >&2; "
+        "exit 97; }\n"
     )
 
 
 @dataclass
 class EgressRoute:
-    """What one confined setup run needs to go out through the proxy."""
+    """What one confined setup run (or agent run) needs to go out through the proxy."""
 
     folder: Path
     """Holds the proxy's socket and the forwarder: bind it read-only into the sandbox."""
@@ -108,12 +116,56 @@ class EgressRoute:
 
 
 @contextlib.asynccontextmanager
-async def egress_route(allowed: Sequence[str] | None) -> AsyncIterator[EgressRoute]:
+async def egress_route(
+    allowed: Sequence[str] | None,
+    *,
+    on_blocked: Callable[[], None] | None = None,
+) -> AsyncIterator[EgressRoute]:
     """A proxy for one setup run, to the hosts `allowed` (None: `DEFAULT_SETUP_EGRESS`)."""
     entries = parse_egress(DEFAULT_SETUP_EGRESS if allowed is None else allowed)
+    async with _route(Allowlist(entries), idle=IDLE_TIMEOUT, on_blocked=on_blocked) as route:
+        yield route
+
+
+@contextlib.asynccontextmanager
+async def agent_route(
+    allowed: Sequence[str],
+    *,
+    narrowed: Sequence[str] | None = None,
+    on_blocked: Callable[[], None] | None = None,
+) -> AsyncIterator[EgressRoute]:
+    """A proxy for one external agent's run, to the hosts of the operator's list `allowed`
+    (`PLAN_CASCADE_AGENT_EGRESS`) that the repository's `narrowed` (`agent.egress`) has too."""
+    rules = Allowlist(
+        parse_egress(allowed),
+        narrowed=None if narrowed is None else parse_egress(narrowed),
+        who="agent",
+        setting="PLAN_CASCADE_AGENT_EGRESS",
+    )
+    async with _route(rules, idle=AGENT_IDLE_TIMEOUT, bodies=True, on_blocked=on_blocked) as route:
+        route.env.update(AGENT_ENV)
+        yield route
+
+
+@contextlib.asynccontextmanager
+async def mcp_route(allowed: Sequence[str]) -> AsyncIterator[EgressRoute]:
+    """A proxy for one local MCP server of a story, to the hosts `allowed` (the operator's
+    `PLAN_CASCADE_MCP_EGRESS`, already narrowed by the repository's `egress`)."""
+    rules = Allowlist(parse_egress(allowed), who="mcp", setting="PLAN_CASCADE_MCP_EGRESS")
+    async with _route(rules, idle=IDLE_TIMEOUT, on_blocked=None) as route:
+        yield route
+
+
+@contextlib.asynccontextmanager
+async def _route(
+    rules: Allowlist, *, idle: float, bodies: bool = False, on_blocked: Callable[[], None] | None
+) -> AsyncIterator[EgressRoute]:
     folder = Path(tempfile.mkdtemp(prefix="plan-cascade-egress-"))
     try:
-        async with EgressProxy(folder / "proxy.sock", entries) as proxy:
-            yield EgressRoute(folder, forwarder_command(folder), proxy=proxy)
+        proxy = EgressProxy(
+            folder / "proxy.sock", rules, idle_timeout=idle, bodies=bodies, on_blocked=on_blocked
+        )
+        async with proxy:
+            yield EgressRoute(folder, forwarder_command(folder, who=rules.who), proxy=proxy)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -1,10 +1,12 @@
-"""Where setup may connect: the operator's allowlist, and which addresses count as public.
+"""Where setup and agents may connect: the operator's allowlist, and which addresses count as public.
 
 Pure rules (the system resolver aside) used by the egress proxy (`bot.workspace.egress`): a host
-on `PLAN_CASCADE_SETUP_EGRESS` is reached only at public addresses it resolves to, or at an
-address the operator named with its port. "Public" leaves out loopback, link-local (the cloud's
-metadata address), private, shared, multicast and reserved addresses, and every IPv6 form that
-carries one of those IPv4 addresses (mapped, IPv4-compatible, translated, NAT64, 6to4).
+on the operator's list (`PLAN_CASCADE_SETUP_EGRESS` for setup, `PLAN_CASCADE_AGENT_EGRESS` for
+agents), and on the repository's narrower one when it has one (`agent.egress`), is reached only at
+public addresses it resolves to, or at an address the operator named with its port. "Public"
+leaves out loopback, link-local (the cloud's metadata address), private, shared, multicast and
+reserved addresses, and every IPv6 form that carries one of those IPv4 addresses (mapped,
+IPv4-compatible, translated, NAT64, 6to4).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 DEFAULT_SETUP_EGRESS = (
     "pypi.org",
@@ -27,9 +30,15 @@ DEFAULT_SETUP_EGRESS = (
     "index.crates.io",
 )
 """The public package registries setup may reach by default (https and http on 443 and 80)."""
+MODEL_APIS = ("api.anthropic.com", "api.openai.com")
+DEFAULT_AGENT_EGRESS = (*MODEL_APIS, *DEFAULT_SETUP_EGRESS)
+"""Where external agents may connect when nothing more precise is known (the server's settings
+narrow the model APIs to the providers it has keys for)."""
 DEFAULT_PORTS = (443, 80)
 """The ports a listed host without one may be reached on."""
 Resolver = Callable[[str, int], Awaitable[list[str]]]
+Reason = Literal["unlisted", "narrowed", "inward", "unresolved"]
+"""Why a request was refused (`bot.plan.blocked` says what would allow each)."""
 
 
 @dataclass(frozen=True)
@@ -123,21 +132,55 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
+@dataclass(frozen=True)
+class Allowlist:
+    """Where one proxy's clients may connect: the operator's entries, narrowed (never widened) by
+    a repository's when it has a list of its own."""
+
+    entries: tuple[Entry, ...]
+    narrowed: tuple[Entry, ...] | None = None
+    """The repository's list (`agent.egress`); None: the operator's list as it is."""
+    who: str = "setup"
+    """Whose proxy it is, for messages: `setup` or `agent`."""
+    setting: str = "PLAN_CASCADE_SETUP_EGRESS"
+    """The operator's setting the entries come from."""
+
+    def listed(self, host: str, port: int) -> Reason | None:
+        """None when both lists have `host:port`, else why not."""
+        if not any(e.matches(host, port) for e in self.entries):
+            return "unlisted"
+        if self.narrowed is not None and not any(e.matches(host, port) for e in self.narrowed):
+            return "narrowed"
+        return None
+
+
+async def decide(
+    host: str, port: int, rules: Allowlist, *, resolve: Resolver = system_resolver
+) -> tuple[str | None, Reason | None, str]:
+    """(the address to connect to, None, "") when `host:port` may be reached, else (None, why
+    in a word, why in a sentence)."""
+    refused = rules.listed(host, port)
+    if refused == "unlisted":
+        return None, refused, f"{host}:{port} is not on the {rules.who} egress list ({rules.setting})"
+    if refused == "narrowed":
+        return None, refused, f"{host}:{port} is not on this repository's agent.egress list"
+    if _ip(host) is not None:
+        return host, None, ""  # the operator named this very address and port
+    try:
+        addresses = await resolve(host, port)
+    except OSError as exc:
+        return None, "unresolved", f"{host} does not resolve: {exc}"
+    # A name that resolves inward (a registry mirror on the private network, split-horizon DNS)
+    # is reached only at an address the operator listed with this port as well.
+    inward = [a for a in addresses if not public(a) and not any(e.matches(a, port) for e in rules.entries)]
+    if not addresses or inward:
+        return None, "inward", f"{host} resolves to a non-public address ({', '.join(inward) or 'none'})"
+    return addresses[0], None, ""
+
+
 async def destination(
     host: str, port: int, allowed: Sequence[Entry], *, resolve: Resolver = system_resolver
 ) -> tuple[str | None, str]:
     """(the address to connect to, "") when setup may reach `host:port`, else (None, why not)."""
-    if not any(e.matches(host, port) for e in allowed):
-        return None, f"{host}:{port} is not on the setup egress list (PLAN_CASCADE_SETUP_EGRESS)"
-    if _ip(host) is not None:
-        return host, ""  # the operator named this very address and port
-    try:
-        addresses = await resolve(host, port)
-    except OSError as exc:
-        return None, f"{host} does not resolve: {exc}"
-    # A name that resolves inward (a registry mirror on the private network, split-horizon DNS)
-    # is reached only at an address the operator listed with this port as well.
-    inward = [a for a in addresses if not public(a) and not any(e.matches(a, port) for e in allowed)]
-    if not addresses or inward:
-        return None, f"{host} resolves to a non-public address ({', '.join(inward) or 'none'})"
-    return addresses[0], ""
+    address, _, why = await decide(host, port, Allowlist(tuple(allowed)), resolve=resolve)
+    return address, why

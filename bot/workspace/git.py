@@ -78,6 +78,7 @@ class GitResult(BaseModel):
         default=False,
         description="stdout stopped at the call's limit: git was killed and the rest never read.",
     )
+    raw: bytes = Field(default=b"", description="stdout as bytes, when the call asked for them (`raw`).")
 
 
 def redact(text: str, *, secrets: Sequence[str] = ()) -> str:
@@ -152,8 +153,11 @@ async def run_git(
     check: bool = True,
     max_output: int = OUTPUT_LIMIT,
     partial: bool = False,
+    raw: bool = False,
 ) -> GitResult:
     """Run ``git <args>`` in ``cwd`` with exactly ``env``.
+
+    With ``raw`` the result also holds stdout's bytes as git wrote them (a blob's content).
 
     stdout is read in chunks and never past ``max_output`` bytes: at the limit git's process
     group is killed and the rest is never read. With ``partial`` the result then holds the
@@ -213,6 +217,7 @@ async def run_git(
         stdout=out.decode("utf-8", errors="replace"),
         stderr=err.decode("utf-8", errors="replace"),
         truncated=truncated,
+        raw=bytes(out) if raw else b"",
     )
     if truncated and not partial:
         raise OutputTooLarge(

@@ -16,6 +16,7 @@ import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from bot.environment.setup import ENV_DIRS
@@ -23,6 +24,18 @@ from bot.errors import WorkspaceError
 from bot.workspace.git import OUTPUT_LIMIT, GitResult, PushRejected, failure_message, git_env, run_git
 
 TokenProvider = Callable[[], Awaitable[str | None]]
+
+
+class Pusher(Protocol):
+    """Publishes a local branch of a mirror (see `Mirror.push`): `git push` by default, or GitHub
+    making the commits through its API (`bot.publishing.verified`). Returns the sha the remote
+    branch holds afterwards, which the mirror's local branch then holds too."""
+
+    async def push(
+        self, mirror: Mirror, branch: str, *, expected_remote_sha: str | None, force: bool
+    ) -> str: ...
+
+
 FETCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
 FETCH = ("fetch", "--prune", "--prune-tags", "--force", "origin")
 """Every fetch: branches as configured, and tags exactly as the remote has them. Without
@@ -44,6 +57,8 @@ MIRROR_CONFIG_KEYS = frozenset(
     }
 )
 """What `git clone --bare` and the bot write into a mirror's config; anything else is foreign."""
+MADE_FILE = "plan-cascade-made"
+"""In a mirror: `<local commit> <GitHub's copy>` per line, for commits GitHub made through its API."""
 
 
 def mirror_slug(clone_url: str) -> str:
@@ -97,8 +112,13 @@ class Mirror:
         clone_url: str,
         token_provider: TokenProvider | None = None,
         env: Mapping[str, str] | None = None,
+        pusher: Pusher | None = None,
     ) -> None:
         self.root = root
+        self.pusher = pusher
+        """How `push` publishes; None: `git push`."""
+        self._published: dict[str, str] | None = None
+        """Local commit → the commit GitHub made of it through its API (`MADE_FILE`, read once)."""
         self.clone_url = clone_url
         self.path = root / "mirrors" / f"{mirror_slug(clone_url)}.git"
         self._token_provider = token_provider
@@ -170,14 +190,16 @@ class Mirror:
         remote: bool = False,
         max_output: int = OUTPUT_LIMIT,
         partial: bool = False,
+        raw: bool = False,
     ) -> GitResult:
         """Run git inside the mirror; ``remote`` adds the token for commands that reach the remote.
 
-        ``max_output`` and ``partial`` bound what is read of stdout (see `run_git`).
+        ``max_output`` and ``partial`` bound what is read of stdout, ``raw`` keeps its bytes
+        (see `run_git`).
         """
         env = await self.remote_env() if remote else self.local_env()
         return await run_git(
-            args, cwd=self.path, env=env, check=check, max_output=max_output, partial=partial
+            args, cwd=self.path, env=env, check=check, max_output=max_output, partial=partial, raw=raw
         )
 
     def exists(self) -> bool:
@@ -273,14 +295,52 @@ class Mirror:
                 return sha
         return None
 
-    async def push(self, branch: str, *, expected_remote_sha: str | None, force: bool = False) -> None:
-        """Push local ``refs/heads/<branch>`` to the remote branch of the same name.
+    async def push(self, branch: str, *, expected_remote_sha: str | None, force: bool = False) -> str:
+        """Publish local ``refs/heads/<branch>`` to the remote branch of the same name; the sha
+        the remote branch holds afterwards.
 
         ``expected_remote_sha`` is what we believe the remote holds: the push only lands if
         that still holds (``--force-with-lease``); without ``force`` the local branch must also
         contain it (a fast-forward). ``None`` means a new branch that must not exist yet,
         unless ``force``, which then pushes unconditionally. Raises :class:`PushRejected`.
+
+        With a `pusher` it decides how: GitHub may make the commits itself (new shas, signed),
+        and then the local branch (and every local branch on those commits) holds GitHub's.
         """
+        if self.pusher is not None:
+            return await self.pusher.push(self, branch, expected_remote_sha=expected_remote_sha, force=force)
+        await self.git_push(branch, expected_remote_sha=expected_remote_sha, force=force)
+        return read_ref(self.path, f"refs/heads/{branch}") or await self.resolve(f"refs/heads/{branch}")
+
+    def published_as(self, sha: str) -> str:
+        """What the remote holds for local commit `sha`: GitHub's commit made of it, or itself."""
+        return self._made().get(sha, sha)
+
+    def remember(self, made: Mapping[str, str]) -> None:
+        """Keep `made` (local commit → GitHub's copy) in the mirror, before GitHub's branch moves:
+        after a crash the next push knows GitHub's copy of its commit and adopts it."""
+        if not made:
+            return
+        known = self._made()
+        with (self.path / MADE_FILE).open("a") as out:
+            out.write("".join(f"{local} {github}\n" for local, github in made.items()))
+        known.update(made)
+
+    def _made(self) -> dict[str, str]:
+        if self._published is None:
+            self._published = {}
+            try:
+                text = (self.path / MADE_FILE).read_text()
+            except OSError:
+                text = ""
+            for line in text.splitlines():
+                local, _, github = line.partition(" ")
+                if _SHA.match(local) and _SHA.match(github):
+                    self._published[local] = github
+        return self._published
+
+    async def git_push(self, branch: str, *, expected_remote_sha: str | None, force: bool = False) -> None:
+        """`git push` of local ``refs/heads/<branch>`` (see `push`); raises :class:`PushRejected`."""
         ref = f"refs/heads/{branch}"
         if expected_remote_sha is not None and not force:
             ancestor = await self.git("merge-base", "--is-ancestor", expected_remote_sha, ref, check=False)

@@ -28,14 +28,16 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from bot.errors import WorkspaceError
+from bot.workspace.egress_rules import DEFAULT_AGENT_EGRESS
 from bot.workspace.gitview import GitView
 from bot.workspace.limits import Limits, describe
+from bot.workspace.mcp_policy import McpPolicy
 from bot.workspace.reaper import ProcessRegistry
 
 SandboxMode = Literal["required", "auto", "off"]
@@ -220,7 +222,11 @@ class Sandbox:
     """Server paths that must never be visible (the data dir, the key file, the `.env`)."""
     registry: ProcessRegistry | None = None
     agent_network: bool = True
-    """External CLI agents may reach the network (their model's API); never builtin agents or gates."""
+    """External CLI agents may go out (confined: through the egress proxy to `agent_egress` alone);
+    never builtin agents or gates."""
+    agent_egress: tuple[str, ...] = DEFAULT_AGENT_EGRESS
+    """Where confined external agents may connect, through the bot's proxy (`PLAN_CASCADE_AGENT_EGRESS`;
+    the settings' default: the model APIs they are given keys for, and the public registries)."""
     agent_env: Mapping[str, str] = field(default_factory=dict)
     """Variables handed to external agents (`PLAN_CASCADE_AGENT_ENV`): visible to those agents."""
     setup_env: Mapping[str, str] = field(default_factory=dict)
@@ -231,6 +237,11 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     """What each confined process may use of the host (`PLAN_CASCADE_SANDBOX_PROCESSES`,
     `_OPEN_FILES`, `_MEMORY_MB`, `_CGROUP`)."""
+    on_blocked: Callable[[str], None] | None = field(default=None, compare=False)
+    """Told of each request an egress proxy refuses, with whose it was (`agent`, `setup`): the
+    server's `/metrics` counter."""
+    mcp: McpPolicy = field(default_factory=McpPolicy)
+    """What the repositories' MCP servers may reach and be given (`PLAN_CASCADE_MCP_*`)."""
 
     def problem(self) -> str | None:
         """Why bubblewrap cannot confine processes here (None when it can)."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from bot.errors import WorkspaceError
 from bot.workspace.git import GitResult, run_git
 from bot.workspace.gitview import GitView, remove_scratch, scratch_for
 from bot.workspace.mirror import Mirror, read_ref
-from bot.workspace.removal import remove_tree
+from bot.workspace.removal import discard, remove_tree
+
+log = logging.getLogger(__name__)
 
 
 def admin_dir(mirror: Mirror, path: Path) -> Path | None:
@@ -173,6 +176,27 @@ async def remove_worktree(wt: Worktree) -> None:
         await _remove_locked(wt)
 
 
+async def cleanup(worktree: Worktree, home: Path) -> None:
+    """Remove a worktree (if it got created) and its HOME; runs to the end even when cancelled."""
+
+    async def remove() -> None:
+        try:
+            if worktree.path.exists():
+                await remove_worktree(worktree)
+        except WorkspaceError as exc:
+            log.warning("could not remove worktree %s: %s", worktree.path, exc.message)
+        except OSError as exc:  # the file system refused (permissions are given back first)
+            log.warning("could not remove worktree %s: %s", worktree.path, exc)
+        await discard(home)
+
+    task = asyncio.ensure_future(remove())
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task
+        raise
+
+
 async def _remove_locked(wt: Worktree) -> None:
     removed = None
     admin = admin_dir(wt.mirror, wt.path) if wt.mirror.exists() else None
@@ -199,19 +223,27 @@ async def head_sha(wt: Worktree) -> str:
     return (await wt.git("rev-parse", "HEAD")).stdout.strip()
 
 
-def _with_trailers(message: str, trailers: dict[str, str]) -> str:
-    for key, value in trailers.items():
+def _with_trailers(message: str, trailers: dict[str, str], co_authors: Sequence[str] = ()) -> str:
+    pairs = [*trailers.items(), *(("Co-authored-by", who) for who in co_authors)]
+    for key, value in pairs:
         if not key or any(c in key for c in ":\n\r ") or any(c in value for c in "\n\r"):
             raise ValueError(f"invalid commit trailer {key!r}: {value!r}")
-    lines = [f"{key}: {value}" for key, value in trailers.items()]
+    lines = [f"{key}: {value}" for key, value in pairs]
     body = message.strip()
     return f"{body}\n\n" + "\n".join(lines) + "\n" if lines else f"{body}\n"
 
 
 async def commit_all(
-    wt: Worktree, *, message: str, author_name: str, author_email: str, trailers: dict[str, str]
+    wt: Worktree,
+    *,
+    message: str,
+    author_name: str,
+    author_email: str,
+    trailers: dict[str, str],
+    co_authors: Sequence[str] = (),
 ) -> str | None:
-    """Stage everything and commit it as the given identity; None when nothing changed."""
+    """Stage everything and commit it as the given identity; None when nothing changed.
+    `co_authors` (`Name <address>`) are credited with `Co-authored-by:` trailers."""
     await wt.git("add", "-A")
     made = await wt.git(
         "commit",
@@ -219,7 +251,7 @@ async def commit_all(
         "--no-gpg-sign",
         "--cleanup=whitespace",
         "-m",
-        _with_trailers(message, trailers),
+        _with_trailers(message, trailers, co_authors),
         identity=(author_name, author_email),
         check=False,
     )

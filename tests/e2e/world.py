@@ -6,6 +6,7 @@ Shared by the e2e tests (the `world` fixture lives in conftest.py).
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -50,6 +51,9 @@ class World:
         self.tmp, self.fake, self.api, self.url, self.remote = tmp, fake, api, url, remote
 
     def post(self, event: str, payload: dict) -> httpx.Response:
+        if self.fake.enterprise:  # what an Enterprise Server sends names its own host
+            text = json.dumps(payload).replace("https://api.github.com", self.api)
+            payload = json.loads(text.replace("https://github.com", self.fake.urls.html))
         body = encode(payload)
         headers = signed_headers(body, secret=WEBHOOK_SECRET, event=event)
         return httpx.post(f"{self.url}/webhook", content=body, headers=headers, timeout=10)
@@ -105,10 +109,12 @@ def make_world(
     *,
     extra_env: dict[str, str] | None = None,
     before_start: Callable[[FakeGitHub], object] | None = None,
+    enterprise: bool = False,
 ) -> Iterator[World]:
-    """The world; `before_start(fake)` runs once GitHub is up and before the server starts."""
+    """The world; `before_start(fake)` runs once GitHub is up and before the server starts;
+    `enterprise`: GitHub is an Enterprise Server (REST under `/api/v3`, GraphQL at `/api/graphql`)."""
     remote = make_remote(tmp_path)
-    fake = FakeGitHub(api_url="http://127.0.0.1/api/v3")
+    fake = FakeGitHub(api_url="http://127.0.0.1/api/v3", enterprise=enterprise)
     fake.add_repo(REPO, clone_url=f"file://{remote}")
     for login, role in [("maint", "maintain"), ("reader", "read")]:
         fake.set_permission(REPO, login, role)

@@ -63,7 +63,7 @@ def _cancelled() -> str:
 
 
 MESSAGES: dict[str, Callable[[], str]] = {
-    "help": lambda: messages.help_text("plan-cascade-bot", "plan-cascade"),
+    "help": lambda: messages.help_text("https://github.com/apps/plan-cascade-bot", "plan-cascade"),
     "base_setup_failed": lambda: messages.base_setup_failed(
         label="main@abc1234",
         commands="```\nuv venv -q .venv && uv pip install -q -e . && echo @octocat <b>\n```",
@@ -104,7 +104,7 @@ MESSAGES: dict[str, Callable[[], str]] = {
     "cost_paused": _paused,
     "plan_completed": _completed,
     "plan_failed": lambda: messages.plan_failed(failed_state()),
-    "unknown_command": lambda: messages.unknown_command("/plan-cascade deploy `now`", app_slug=None),
+    "unknown_command": lambda: messages.unknown_command("/plan-cascade deploy `now`", app_url=None),
 }
 
 

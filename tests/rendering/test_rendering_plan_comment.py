@@ -48,7 +48,7 @@ STATE_PLACEHOLDER = "<!-- plan-cascade:state v1 (the encoded state; see the roun
 @pytest.mark.parametrize("name", sorted(STATES))
 def test_plan_comment_snapshot(name: str) -> None:
     state = STATES[name]()
-    body = render_plan_comment(state, estimate=ESTIMATE, app_slug="plan-cascade-bot")
+    body = render_plan_comment(state, estimate=ESTIMATE, app_url="https://github.com/apps/plan-cascade-bot")
     assert body.endswith(encode_state(state, key=None) + "\n")
     # The state block changes with every field added to PlanState: the snapshot shows what people see.
     assert_snapshot(f"plan_comment_{name}.md", body.replace(encode_state(state, key=None), STATE_PLACEHOLDER))

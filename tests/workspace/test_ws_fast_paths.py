@@ -52,7 +52,7 @@ async def test_refs_read_from_files_agree_with_git(mirror: Mirror, git, tmp_path
 async def test_a_push_leases_on_the_tracking_ref_and_recovers_when_the_remote_moved(
     mirror: Mirror, git, remote: Path, seed: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    from bot.orchestration.story import _push
+    from bot.orchestration.pushing import push_branch as _push
     from tests.execution_support import approved_state, config_for, make_run
 
     run = make_run(

@@ -1,0 +1,134 @@
+"""New dependencies against the fake GitHub's Advisory Database: a story that brings in a version
+with a critical advisory fails its `dependencies` check run (the agent is told the advisory and
+the fixed version), a clean one is listed and passes, and the PR body shows them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bot.gates.dependencies import AdvisoryCache, AdvisoryLookup
+from bot.github import token_port
+from bot.orchestration.engine import execute
+from bot.plan.state import PlanState, StoryStatus
+from bot.publishing.github import GitHubReporter
+from bot.rendering.pr_body import pr_body
+from bot.testing.fake_github import FakeGitHub
+from bot.workspace.sandbox import Sandbox
+from tests.execution_support import agent_script, approved_state, config_for, make_remote, make_run
+
+REPO = "octo/demo"
+ONE_STORY = """
+version: 1
+title: YAML config
+summary: Read the config from YAML.
+stories:
+  - id: STORY-001
+    title: YAML config loader
+    acceptance_criteria: ["config.py reads config.yaml"]
+"""
+CHECK = "plan-cascade / STORY-001 / dependencies"
+
+
+def setup(tmp: Path, body: str, extra: str = "") -> tuple[Any, FakeGitHub, Path]:
+    """A run whose command agent (`$1` prompt file, `$2` worktree) logs its prompts and runs
+    `body`, reporting check runs to a fake GitHub that holds the remote's commits."""
+    remote = make_remote(tmp, {"README.md": "# demo\n", "requirements.txt": "requests==2.31.0\n"})
+    fake = FakeGitHub()
+    fake.add_repo(REPO, clone_url=f"file://{remote}")
+    fake.add_issue(REPO, title="Read the config from YAML")  # #1: the plan's issue
+    port = token_port("ghs_test", base_url=fake.api_url, transport=fake.transport(), auto_retry=False)
+    log = tmp / "prompts.log"
+    script = agent_script(tmp, "agent.sh", f'cat "$1" >> {log}\necho "=====" >> {log}\n{body}')
+    cfg = config_for(script, extra)
+    cfg = cfg.model_copy(
+        update={
+            "agent": cfg.agent.model_copy(
+                update={"commands": {"script": f"{script} {{prompt_file}} {{worktree}}"}}
+            )
+        }
+    )
+
+    async def save(state: PlanState) -> PlanState:
+        return state
+
+    run = make_run(
+        tmp,
+        remote,
+        approved_state(ONE_STORY, repo=REPO, issue=1),
+        cfg,
+        sandbox=Sandbox(mode="off"),
+        reporter=GitHubReporter(port, REPO, 1, save_comment=save),
+        advisories=AdvisoryLookup(port, AdvisoryCache()),
+    )
+    return run, fake, log
+
+
+def checks(fake: FakeGitHub) -> list[Any]:
+    return sorted((r for r in fake.repo(REPO).check_runs.values() if r.name == CHECK), key=lambda r: r.id)
+
+
+async def test_a_critical_advisory_fails_the_check_and_the_agent_learns_the_fix(tmp_path: Path) -> None:
+    run, fake, log = setup(tmp_path, 'echo "pyyaml==5.3" >> "$2/requirements.txt"\n')
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.FAILED and story.attempts == 3
+    assert story.gates["dependencies"] == "failure" and "dependencies" in (story.reason or "")
+    runs = checks(fake)
+    assert [r.conclusion for r in runs] == ["failure", "failure", "failure"]
+    summary = runs[0].output["summary"]
+    assert "pip pyyaml 5.3, in requirements.txt" in summary
+    assert "GHSA-8q59-q68h-6hv4 (critical): Improper Input Validation in PyYAML; fixed in 5.4" in summary
+    retry = log.read_text().split("=====\n")[1]
+    assert "GHSA-8q59-q68h-6hv4 (critical)" in retry and "fixed in 5.4" in retry
+    [record] = story.dependencies
+    assert (record.name, record.version, record.advisories[0].id) == ("pyyaml", "5.3", "GHSA-8q59-q68h-6hv4")
+    asked = [r for r in fake.requests if r.path == "/advisories"]
+    assert len(asked) == 2  # reviewed and malware, once: the retries' answers came from the cache
+    assert {r.query["type"] for r in asked} == {"reviewed", "malware"}
+    assert all(r.query["affects"] == "pyyaml@5.3" and r.query["ecosystem"] == "pip" for r in asked)
+
+
+async def test_a_clean_version_is_listed_and_passes(tmp_path: Path) -> None:
+    body = (
+        'echo "pyyaml==6.0.1" >> "$2/requirements.txt"\n'
+        """printf '{"dependencies": {"lodash": "4.17.21", "left-pad": "^1.3.0"}}' > "$2/package.json"\n"""
+    )
+    run, fake, _ = setup(tmp_path, body)
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED and story.gates["dependencies"] == "success"
+    assert [r.conclusion for r in checks(fake)] == ["success"]
+    listed = {(r.ecosystem, r.name, r.version, r.exact, r.checked) for r in story.dependencies}
+    assert listed == {
+        ("pip", "pyyaml", "6.0.1", True, True),
+        ("npm", "lodash", "4.17.21", True, True),
+        ("npm", "left-pad", "^1.3.0", False, False),
+    }
+    body_text = pr_body(state, 1, ["STORY-001"], plan_url="https://x", integration={})
+    assert "## Dependencies" in body_text
+    assert "| STORY-001 | `pyyaml` (pip) | 6.0.1 | no known advisory |" in body_text
+    assert "| STORY-001 | `left-pad` (npm) | ^1.3.0 | a range: not looked up |" in body_text
+
+
+async def test_an_upgrade_with_a_milder_advisory_is_neutral_and_the_pr_links_it(tmp_path: Path) -> None:
+    extra = "dependencies:\n  fail_on: critical\n"
+    run, fake, _ = setup(tmp_path, 'sed -i "s/2.31.0/2.19.0/" "$2/requirements.txt"\n', extra)
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED, story.reason  # "high" advisory, fail_on critical
+    assert [r.conclusion for r in checks(fake)] == ["neutral"]
+    [record] = story.dependencies
+    assert (record.version, record.previous) == ("2.19.0", "2.31.0")
+    body_text = pr_body(state, 1, ["STORY-001"], plan_url="https://x", integration={})
+    assert (
+        "| STORY-001 | `requests` (pip) | 2.19.0 (was 2.31.0) | ⚠️ [GHSA-x84v-xcm2-53pg]"
+        "(https://github.com/advisories/GHSA-x84v-xcm2-53pg) (high, fixed in 2.20.0) |"
+    ) in body_text
+
+
+async def test_a_story_that_changes_no_dependency_file_gets_no_check(tmp_path: Path) -> None:
+    run, fake, _ = setup(tmp_path, 'echo "print(1)" > "$2/config.py"\n')
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.PASSED
+    assert checks(fake) == [] and not [r for r in fake.requests if r.path == "/advisories"]

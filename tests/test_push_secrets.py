@@ -1,0 +1,178 @@
+"""No credential leaves in a push: a story's commits are scanned before they are pushed, a
+finding undoes them and goes back to the agent, and a finding that survives the retries fails
+the story with nothing pushed. The remote's object store is searched, not just its branches:
+a commit pushed and then overwritten would still be there."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from pathlib import Path
+
+from bot.orchestration.engine import execute
+from bot.plan.state import StoryStatus
+from bot.redaction import register_secret
+from bot.workspace.sandbox import Sandbox
+from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
+
+ONE_STORY = """
+version: 1
+title: Settings
+summary: Add a settings module.
+stories:
+  - id: STORY-001
+    title: Settings module
+    acceptance_criteria: ["settings.py exists"]
+"""
+AWS_KEY = "AKIA" + "Q3X7ZP2M4N6B8V1C"
+GITHUB_TOKEN = "ghp_" + "1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ1"
+
+
+def all_objects(remote: Path) -> str:
+    """Every object the remote holds, referenced or not, as text."""
+    return subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=remote,
+        capture_output=True,
+        check=True,
+    ).stdout.decode("utf-8", errors="replace")
+
+
+def logging_agent(tmp: Path, body: str) -> Path:
+    """A command agent (`$1` prompt file, `$2` worktree) that appends each prompt to prompts.log."""
+    return agent_script(
+        tmp, "agent.sh", f'cat "$1" >> {tmp}/prompts.log\necho "=====" >> {tmp}/prompts.log\n{body}'
+    )
+
+
+def config(script: Path, extra: str = "") -> object:
+    cfg = config_for(script, extra)
+    commands = {"script": f"{script} {{prompt_file}} {{worktree}}"}
+    return cfg.model_copy(update={"agent": cfg.agent.model_copy(update={"commands": commands})})
+
+
+def prompts(tmp: Path) -> list[str]:
+    return (tmp / "prompts.log").read_text().split("=====\n")[:-1]
+
+
+async def test_an_aws_key_is_never_pushed_and_the_retry_is_told_where_it_is(tmp_path: Path) -> None:
+    counter = tmp_path / "count"
+    script = logging_agent(
+        tmp_path,
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        'echo "import os" > "$2/settings.py"\n'
+        f'if [ $n -eq 1 ]; then echo \'AWS_ACCESS_KEY_ID = "{AWS_KEY}"\' >> "$2/settings.py"; '
+        """else echo 'AWS_ACCESS_KEY_ID = os.environ["AWS_ACCESS_KEY_ID"]' >> "$2/settings.py"; fi\n""",
+    )
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(ONE_STORY), config(script), sandbox=Sandbox(mode="off"))
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED and story.attempts == 2
+    assert "os.environ" in git("show", "plan-cascade/7/story-001:settings.py", cwd=remote)
+    assert AWS_KEY not in all_objects(remote)
+    retry = prompts(tmp_path)[1]
+    assert "settings.py:2: AWS Access Key (AKIA… (20 characters))" in retry
+    assert AWS_KEY not in retry
+    assert AWS_KEY not in git("log", "-p", "--all", cwd=run.mirror.path)  # nothing committed keeps it
+
+
+async def test_a_github_token_that_stays_fails_the_story_and_nothing_is_pushed(tmp_path: Path) -> None:
+    script = logging_agent(
+        tmp_path,
+        'echo "x = 1" > "$2/settings.py"\n'
+        f'mkdir -p "$2/conf" && echo \'token: "{GITHUB_TOKEN}"\' > "$2/conf/ci.yml"\n',
+    )
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(ONE_STORY), config(script), sandbox=Sandbox(mode="off"))
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.FAILED and story.attempts == 3
+    assert story.reason is not None and "conf/ci.yml:1 (GitHub Token)" in story.reason
+    assert "nothing was pushed" in story.reason and GITHUB_TOKEN not in story.reason
+    assert git("for-each-ref", "--format=%(refname)", "refs/heads/plan-cascade", cwd=remote) == ""
+    assert GITHUB_TOKEN not in all_objects(remote)
+    assert story.commit is None
+    seen = prompts(tmp_path)
+    assert len(seen) == 3 and all("conf/ci.yml:1: GitHub Token" in p for p in seen[1:])
+
+
+async def test_a_server_secret_is_caught_even_in_an_ignored_fixture(tmp_path: Path) -> None:
+    server_secret = "correct-horse-battery-" + secrets.token_hex(6)  # no rule would see it
+    register_secret(server_secret)
+    counter = tmp_path / "count"
+    script = logging_agent(
+        tmp_path,
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        'mkdir -p "$2/fixtures"\n'
+        f'echo \'AWS = "{AWS_KEY}"\' > "$2/fixtures/aws.py"\n'  # a known fixture: ignored
+        'echo "x = 1" > "$2/settings.py"\n'
+        f'if [ $n -eq 1 ]; then echo "copied: {server_secret}" > "$2/fixtures/env.txt"; '
+        'else rm "$2/fixtures/env.txt"; fi\n',  # the held-back change is still in the worktree
+    )
+    remote = make_remote(tmp_path)
+    extra = "paths:\n  secret_scan_ignore: [fixtures/**]\n"
+    run = make_run(
+        tmp_path, remote, approved_state(ONE_STORY), config(script, extra), sandbox=Sandbox(mode="off")
+    )
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED and story.attempts == 2
+    objects = all_objects(remote)
+    assert server_secret not in objects and AWS_KEY in objects  # the fixture went, the secret did not
+    retry = prompts(tmp_path)[1]
+    assert "fixtures/env.txt:1: a secret of the Plan Cascade server (its value is withheld)" in retry
+    assert server_secret not in retry
+
+
+SLACK_TOKEN = "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+FIX_PRD = """One story.
+
+```prd
+version: 1
+title: Greetings
+summary: Add a greeting file.
+stories:
+  - id: STORY-001
+    title: Hello file
+    acceptance_criteria: ["story-001.txt exists"]
+```
+"""
+
+
+async def test_a_review_fix_that_adds_a_token_is_not_pushed(tmp_path: Path) -> None:
+    from tests.harness import REPO, Harness, commented
+
+    script = agent_script(
+        tmp_path,
+        "fixer.sh",
+        'echo done > "$2/story-001.txt"\n'
+        f'if [ "$1" = FIX-001 ]; then echo "SLACK_TOKEN={SLACK_TOKEN}" > "$2/notify.env"; fi\n',
+    )
+    async with Harness(tmp_path, execute=True) as h:
+        remote = make_remote(tmp_path)
+        h.remote = remote
+        h.fake.repo(REPO).clone_url = f"file://{remote}"
+        h.fake.set_permission(REPO, "maint", "maintain")
+        h.fake.add_issue(REPO, title="Greetings", body=FIX_PRD)
+        h.fake.set_file(
+            REPO,
+            ".github/plan-cascade.yml",
+            f'agent:\n  default: script\n  commands:\n    script: "{script} {{story_id}} {{worktree}}"\n'
+            "  sandbox: none\ngates:\n  detect: false\n  strict: true\n",
+        )
+        maint = {"user": "maint", "association": "MEMBER"}
+        await h.deliver("issue_comment", commented(number=1, body="/plan-cascade plan"))
+        await h.drain()
+        await h.deliver("issue_comment", commented(number=1, body="/plan-cascade approve", **maint))
+        await h.drain(timeout=180)
+        [pull] = h.fake.repo(REPO).pulls.values()
+        before = git("rev-parse", "plan-cascade/1/batch-1", cwd=remote)
+        fix = commented(number=pull.number, body="/plan-cascade fix notify on Slack", on_pr=True, **maint)
+        await h.deliver("issue_comment", fix)
+        await h.drain(timeout=180)
+        assert git("rev-parse", "plan-cascade/1/batch-1", cwd=remote) == before
+        assert SLACK_TOKEN not in all_objects(remote)
+        reply = h.comments(pull.number)[-1]
+        assert "did not push" in reply and "notify.env:1 (Slack Token)" in reply
+        assert SLACK_TOKEN not in reply
