@@ -10,10 +10,10 @@ readers) on a connection of its own.
 
 Once the writes stop, it checkpoints what came after its last checkpoint too (`idle` seconds
 later), and again until a checkpoint copied every frame: SQLite starts the log over only after
-that, at the next write. Without it the frames of a burst's last few megabytes stayed uncopied,
-the next burst appended to the log, and the log only grew: 7 GB after 100,000 deliveries. Its
-file keeps the size the largest burst gave it (cutting it back, `journal_size_limit`, made the
-first write after each burst truncate a gigabyte file: a 400 ms stall of the intake).
+that, at the next write. Without it the frames of a burst's last few megabytes stayed uncopied
+and the next burst appended to the log. The log's file still keeps the size of the longest busy
+stretch (gigabytes under a long burst); cutting it back (`journal_size_limit`) made the first
+write after each burst truncate that file on the intake's path: a 400 ms stall.
 """
 
 from __future__ import annotations
