@@ -61,6 +61,12 @@ class Metrics:
             ["limit"],
             registry=self.registry,
         )
+        self.pruned = Counter(
+            "plan_cascade_pruned_rows_total",
+            "Rows removed past PLAN_CASCADE_RETENTION_DAYS, by table (jobs, deliveries).",
+            ["table"],
+            registry=self.registry,
+        )
         self.refusals = Counter(
             "plan_cascade_refusals_total",
             "Commands refused for want of permission: answered (posted) or not again (silenced).",

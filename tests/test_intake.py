@@ -15,7 +15,7 @@ from sqlalchemy import func, select, text
 from bot.app.server import build_runtime, create_app
 from bot.db.checkpoint import Checkpointer
 from bot.db.models import Delivery, Job
-from bot.db.sqlite import sqlite_path
+from bot.db.sqlite import sqlite_path, sqlite_pragmas
 from bot.runtime.services import Services
 from bot.runtime.webhook import IntakePressure
 from bot.testing.deliveries import encode, load_fixture, signed_headers
@@ -167,6 +167,37 @@ def test_checkpointer_runs_only_past_its_threshold_and_stops(tmp_path: Path) -> 
     assert checkpointer._thread is None
     checkpointer.written(10**9)  # after close: nothing starts again
     assert checkpointer._thread is None
+    conn.close()
+
+
+def test_once_writes_stop_the_rest_of_the_log_is_copied_and_the_log_starts_over(tmp_path: Path) -> None:
+    """The frames written after the last threshold's checkpoint are copied a moment after the
+    writes stop (else the next burst appends to the log and it only grows), and the next write
+    starts the log over."""
+    path = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    sqlite_pragmas(conn)
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE t (x TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?)", [("x" * 1000,)] * 200)
+    checkpointer = Checkpointer(f"sqlite+aiosqlite:///{path}", threshold=100_000)
+    checkpointer.written(100_000)
+    for _ in range(250):
+        if checkpointer.checkpoints:
+            break
+        time.sleep(0.02)
+    assert rows_in_file_alone(path, "t", tmp_path) == 200
+    conn.executemany("INSERT INTO t VALUES (?)", [("y" * 1000,)] * 100)
+    checkpointer.written(10)  # far below the threshold: the burst's last writes
+    for _ in range(250):
+        if rows_in_file_alone(path, "t", tmp_path) == 300:
+            break
+        time.sleep(0.02)
+    assert rows_in_file_alone(path, "t", tmp_path) == 300
+    conn.execute("INSERT INTO t VALUES ('next')")
+    _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert frames < 10  # the log started over instead of growing past its 300 rows' frames
+    checkpointer.close()
     conn.close()
 
 

@@ -32,6 +32,7 @@ from bot.db import leases
 from bot.db.engine import Database
 from bot.db.leases import Progress, aware
 from bot.db.models import Delivery
+from bot.db.retention import GITHUB_KEEPS_DELIVERIES
 from bot.errors import GitHubError
 from bot.github.models import HookDelivery
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEASE = "redelivery"
-RETENTION = timedelta(days=3)
+RETENTION = GITHUB_KEEPS_DELIVERIES
 """GitHub keeps deliveries this long: older ones cannot be redelivered."""
 OVERLAP = timedelta(minutes=5)
 """After a look that read up to the newest delivery, the next reads back this far before it

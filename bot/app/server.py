@@ -78,6 +78,7 @@ def build_runtime(settings: Settings, *, services: Services | None = None) -> Ru
         services=svc,
     )
     svc.extras["wake"] = runtime.wake
+    svc.extras["intake_pressure"] = runtime.pressure  # background writers yield to the intake
     runtime.background.extend(default_background_tasks())
     return runtime
 

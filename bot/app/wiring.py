@@ -9,6 +9,7 @@ import httpx
 
 from bot.app import installation
 from bot.app.redelivery import redelivery_loop
+from bot.app.retention import retention_loop
 from bot.config.repo import split_model_ref
 from bot.errors import GitHubError
 from bot.github.auth import installation_port, make_app_github
@@ -61,7 +62,7 @@ def default_job_kinds() -> JobKinds:
 
 def default_background_tasks() -> list[Any]:
     """Periodic tasks that run beside the workers."""
-    return [approval_poller, redelivery_loop, stale_check_sweeper]
+    return [approval_poller, redelivery_loop, stale_check_sweeper, retention_loop]
 
 
 def make_llm_factory(services: Services) -> Any:

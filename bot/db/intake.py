@@ -1,6 +1,7 @@
 """Group commit for webhook deliveries.
 
-Each accepted delivery needs a delivery row and a job row written atomically. Under a
+Each accepted delivery needs a delivery row, a job row and its body's row (`job_bodies`)
+written atomically. Under a
 burst, committing per request serialises everything on SQLite's single writer; here
 concurrent requests are written together in one transaction instead, and each request
 still learns whether its delivery was new or a redelivery, through
@@ -29,7 +30,7 @@ from sqlalchemy import insert
 
 from bot.db.checkpoint import Checkpointer
 from bot.db.engine import Database
-from bot.db.models import Delivery, Job
+from bot.db.models import Delivery, Job, JobBody
 from bot.db.sqlite import sqlite_path, sqlite_pragmas
 
 ROW_BYTES = 200
@@ -49,6 +50,8 @@ class DeliveryRecord:
     outcome: str
     received_at: datetime
     job: dict[str, Any] | None
+    body: str | None = None
+    """The job's input (the raw delivery), written to `job_bodies` beside it."""
 
 
 class DeliveryWriter:
@@ -108,7 +111,14 @@ class DeliveryWriter:
             fresh = {row[0] for row in result.all()}
             jobs: list[dict[str, Any]] = [job for i in fresh if (job := unique[i].job) is not None]
             if jobs:
-                await session.execute(insert(Job), jobs)
+                made = await session.execute(insert(Job).returning(Job.id, Job.delivery_id), jobs)
+                bodies = [
+                    {"job_id": job_id, "body": body}
+                    for job_id, delivery in made.all()
+                    if delivery is not None and (body := unique[delivery].body) is not None
+                ]
+                if bodies:
+                    await session.execute(insert(JobBody), bodies)
         return fresh
 
 
@@ -257,7 +267,6 @@ class SqliteBatches:
             "ON CONFLICT(id) DO NOTHING RETURNING id"
         )
         marks = "(" + ",".join("?" * len(self.job_cols)) + ")"
-        insert_jobs = f"INSERT INTO jobs ({','.join(self.job_cols)}) VALUES {marks}"  # noqa: S608 - fixed columns
         cursor = self.conn.cursor()
         try:
             cursor.execute("BEGIN IMMEDIATE")
@@ -265,8 +274,12 @@ class SqliteBatches:
                 fresh = {row[0] for row in cursor.execute(sql, params).fetchall()}
                 jobs = [job for i in fresh if (job := unique[i].job) is not None]
                 if jobs:
-                    rows = [tuple(sqlite_value(job[c], times) for c in self.job_cols) for job in jobs]
-                    cursor.executemany(insert_jobs, rows)
+                    cells = [sqlite_value(job[c], times) for job in jobs for c in self.job_cols]
+                    rows = ",".join([marks] * len(jobs))
+                    insert_jobs = f"INSERT INTO jobs ({','.join(self.job_cols)}) VALUES {rows} RETURNING id, delivery_id"  # noqa: S608, E501 - fixed columns
+                    made = cursor.execute(insert_jobs, cells).fetchall()
+                    bodies = [(job_id, body) for job_id, i in made if (body := unique[i].body) is not None]
+                    cursor.executemany("INSERT INTO job_bodies (job_id, body) VALUES (?, ?)", bodies)
                 cursor.execute("COMMIT")
             except BaseException:
                 cursor.execute("ROLLBACK")
@@ -276,7 +289,7 @@ class SqliteBatches:
                 raise SqliteBusy(str(exc)) from exc
             raise
         self.checkpointer.written(
-            ROW_BYTES * (len(fresh) + len(jobs)) + sum(len(j.get("body") or "") for j in jobs)
+            ROW_BYTES * (len(fresh) + 2 * len(jobs)) + sum(len(unique[i].body or "") for i in fresh)
         )
         return fresh
 

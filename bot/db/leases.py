@@ -61,3 +61,12 @@ async def record(db: Database, name: str, holder: str, progress: Progress) -> bo
             .values(mark=progress.mark, cursor=progress.cursor)
         )
         return bool(getattr(result, "rowcount", 0))
+
+
+async def progress_of(db: Database, name: str) -> Progress:
+    """A task's progress as recorded, whoever holds its lease (empty when it never ran)."""
+    async with db.read() as session:
+        row = (await session.execute(select(Lease.mark, Lease.cursor).where(Lease.name == name))).first()
+    if row is None:
+        return Progress()
+    return Progress(aware(row.mark) if row.mark is not None else None, row.cursor)

@@ -25,6 +25,8 @@ class Delivery(Base):
     outcome: Mapped[str] = mapped_column(String(32))
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
+    __table_args__ = (Index("ix_deliveries_received_at", "received_at"),)
+
 
 class Job(Base):
     """A unit of work. Jobs of one `group_key` (one issue) never run at the same time."""
@@ -35,8 +37,6 @@ class Job(Base):
     kind: Mapped[str] = mapped_column(String(64))
     group_key: Mapped[str] = mapped_column(String(300))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    body: Mapped[str | None] = mapped_column(Text, nullable=True)
-    """A webhook job's raw body, kept verbatim (cheaper than re-encoding it into `payload`)."""
     delivery_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="queued")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -61,6 +61,18 @@ class Job(Base):
             postgresql_where=text("status = 'running'"),
         ),
     )
+
+
+class JobBody(Base):
+    """A waiting job's raw input, kept verbatim: a webhook delivery's body (cheaper than
+    re-encoding it into `payload`). Beside the job, not in its row: a claim, heartbeat or failure
+    rewrites the job's row, which a ~10 KB body would spread over several pages (and on SQLite
+    keep a page to itself once cleared). Removed when the job completes; a dead job keeps it."""
+
+    __tablename__ = "job_bodies"
+
+    job_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    body: Mapped[str] = mapped_column(Text)
 
 
 class PlanRecord(Base):

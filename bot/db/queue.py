@@ -1,6 +1,8 @@
 """A durable job queue on one table: claims with leases, retries with backoff, dead jobs.
 
-- A job survives restarts: it is a row until it is done.
+- A job survives restarts: it is a row until it is done. A webhook job's body is a row of
+  `job_bodies` beside it, removed when the job completes (see `bot.db.retention` for how long
+  the job's own row stays).
 - A claimed job carries a lease; a worker that dies stops renewing it, and after
   `lease_until` another worker reclaims the job.
 - Jobs of one `group_key` (one issue) run one at a time, oldest first; a partial unique
@@ -22,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.clock import Clock, utcnow
 from bot.db.engine import Database
-from bot.db.models import Job
+from bot.db.models import Job, JobBody
 from bot.procinfo import dead_holder
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,9 @@ class ClaimedJob:
 
 
 JOBS = cast(Table, Job.__table__)
+BODIES = cast(Table, JobBody.__table__)
+_BODY_OF = select(BODIES.c.body).where(BODIES.c.job_id == bindparam("job_id"))
+_DROP_BODY = BODIES.delete().where(BODIES.c.job_id == bindparam("job_id"))
 _RUNNING, _OLDER = JOBS.alias("running"), JOBS.alias("older")
 _NOW: BindParameter[datetime] = bindparam("now")
 _EXPIRED = and_(JOBS.c.status == "running", JOBS.c.lease_until < _NOW)
@@ -86,6 +91,17 @@ _DONE = (
     .where(_HELD)
     .values(status="done", locked_by=None, lease_until=None, updated_at=bindparam("now"))
 )
+
+
+def _complete_in(conn: Connection, done: dict[str, Any]) -> bool:
+    """Mark a held job done and drop its body (a webhook's payload, ~10 KB): no longer needed.
+    A job that fails keeps it for its next attempt, a dead one for the status page's requeue."""
+    if not conn.execute(_DONE, done).rowcount:
+        return False
+    conn.execute(_DROP_BODY, done)
+    return True
+
+
 _RETIRED = object()
 """A claim's answer when the job it found had used its last attempt: marked dead, look again."""
 
@@ -124,7 +140,7 @@ def _claim_in(conn: Connection, *, worker_id: str, now: datetime, lease: timedel
         attempts=attempts,
         max_attempts=row["max_attempts"],
         created_at=_aware(row["created_at"]) or now,
-        body=row["body"],
+        body=conn.execute(_BODY_OF, {"job_id": row["id"]}).scalar(),
     )
 
 
@@ -161,15 +177,14 @@ def job_row(
     max_attempts: int = 5,
     run_after: datetime | None = None,
     now: datetime | None = None,
-    body: str | None = None,
 ) -> dict[str, Any]:
-    """Every column of a new, queued job (for `Job(**row)` or a bulk insert)."""
+    """Every column of a new, queued job (for `Job(**row)` or a bulk insert); a body goes to
+    `JobBody`."""
     moment = now or utcnow()
     return {
         "kind": kind,
         "group_key": group_key,
         "payload": payload,
-        "body": body,
         "delivery_id": delivery_id,
         "status": "queued",
         "attempts": 0,
@@ -292,9 +307,7 @@ class JobQueue:
     async def complete(self, job_id: int, worker_id: str, *, in_thread: bool = False) -> bool:
         """Mark a job done; False when another worker had reclaimed it."""
         done = {"job_id": job_id, "holder": worker_id, "now": self.clock()}
-        return await self.db.transaction(
-            lambda conn: bool(conn.execute(_DONE, done).rowcount), in_thread=in_thread
-        )
+        return await self.db.transaction(partial(_complete_in, done=done), in_thread=in_thread)
 
     async def fail(self, job_id: int, worker_id: str, error: str) -> str:
         """Record a failure: back to the queue with backoff, or `dead` after the last attempt.

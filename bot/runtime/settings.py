@@ -31,6 +31,8 @@ from bot.workspace.toolchains import rustup_env
 
 LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
 
+MIN_RETENTION_DAYS = 3
+"""The shortest `PLAN_CASCADE_RETENTION_DAYS` (0 aside): GitHub redelivers a delivery for 3 days."""
 MIN_STATUS_TOKEN = 16
 """The shortest status-page token accepted."""
 
@@ -137,6 +139,8 @@ class Settings(BaseSettings):
     model APIs and the public registries; `none`: none."""
     state_key: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATE_KEY")
     """Key that signs the plan state hidden in plan comments; default derived from the webhook secret."""
+    retention_days: int = Field(default=14, ge=0, validation_alias="PLAN_CASCADE_RETENTION_DAYS")
+    """Days done jobs and delivery records are kept (0: forever); at least 3, GitHub's redelivery window."""
     status_token: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATUS_TOKEN")
     """Turns on the operator's status page (`/status`, `/status.json`): the token that signs in to it."""
 
@@ -148,6 +152,12 @@ class Settings(BaseSettings):
             parse_egress(self.setup_egress_hosts() or ())
         except ValueError as exc:
             raise ValueError(f"PLAN_CASCADE_SETUP_EGRESS: {exc}") from None
+        if 0 < self.retention_days < MIN_RETENTION_DAYS:
+            raise ValueError(
+                f"PLAN_CASCADE_RETENTION_DAYS={self.retention_days} is shorter than the {MIN_RETENTION_DAYS} "
+                "days GitHub can redeliver a delivery for (its record is what makes a redelivery a "
+                f"duplicate): set {MIN_RETENTION_DAYS} or more, or 0 to keep everything"
+            )
         try:
             parse_egress(_hosts(self.agent_egress) or ())
         except ValueError as exc:

@@ -27,7 +27,8 @@ from bot.db.intake import DeliveryRecord, DeliveryWriter
 from bot.db.queue import job_row
 from bot.log import log_context
 from bot.metrics import Metrics
-from bot.runtime.routing import DeliveryKeys, Router
+from bot.runtime.keys import KeyReader, NotAnObject
+from bot.runtime.routing import Router
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class Intake:
     max_attempts: int = 5
     wake: Any = None  # an asyncio.Event set after each enqueue, to wake in-process workers
     pressure: IntakePressure = field(default_factory=IntakePressure)
+    reader: KeyReader = field(default_factory=KeyReader)
     writer: DeliveryWriter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -242,27 +244,24 @@ async def _receive(
         deliveries.labels(label, "bad_headers").inc()
         return _answer(400, "X-GitHub-Delivery is longer than 64 characters")
     try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        keys = intake.reader.keys(body)  # the rest of the body is decoded by the worker
+    except NotAnObject as exc:
+        deliveries.labels(label, "bad_json").inc()
+        return _answer(400, str(exc))
+    except ValueError as exc:
         deliveries.labels(label, "bad_json").inc()
         return _answer(400, f"body is not valid JSON: {exc}")
-    if not isinstance(payload, dict):
-        deliveries.labels(label, "bad_json").inc()
-        return _answer(400, "body must be a JSON object")
-
-    keys = DeliveryKeys.of(payload)
     handled = intake.router.handles(event_name, keys.action)
     outcome = "accepted" if handled else "ignored"
     now = utcnow()
     job = None
     if handled:
-        # The job keeps the body as received, in its own text column; the worker decodes it
+        # The job keeps the body as received, in a row of its own (`job_bodies`); the worker decodes it
         # again (much cheaper than re-encoding the parsed payload into a JSON column).
         job = job_row(
             kind=WEBHOOK_JOB,
             group_key=keys.group_key(event_name),
             payload={"event": event_name, "delivery_id": delivery_id},
-            body=body.decode(),
             delivery_id=delivery_id,
             max_attempts=intake.max_attempts,
             now=now,
@@ -275,6 +274,7 @@ async def _receive(
         outcome=outcome,
         received_at=now,
         job=job,
+        body=body.decode() if job is not None else None,
     )
     if not await intake.writer.submit(record):
         deliveries.labels(label, "duplicate").inc()

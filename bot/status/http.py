@@ -42,7 +42,7 @@ from bot.status.lines import PlanLines
 from bot.status.operations import Limits
 from bot.status.page import PLAN_LIMIT, overview
 from bot.status.plans import Filters, github_web_url
-from bot.status.reads import read_intake, read_plan, read_work, requeue
+from bot.status.reads import read_intake, read_plan, read_storage, read_work, requeue
 from bot.status.sessions import Sessions
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,18 @@ def span(seconds: float | None) -> str:
     return f"{whole // 86400} d {whole % 86400 // 3600} h"
 
 
+def size(nbytes: int | None) -> str:
+    """A size for people: `812 B`, `4.2 MB`, `1.3 GB` (powers of 1,000, as `ls -h --si`)."""
+    if nbytes is None:
+        return "—"
+    value = float(nbytes)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
 @functools.cache
 def html_env() -> jinja2.Environment:
     """Jinja2 for HTML: autoescape on, so every text from issues, plans and models is text."""
@@ -83,7 +95,7 @@ def html_env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(money=money, tokens=tokens, span=span)
+    env.filters.update(money=money, tokens=tokens, span=span, size=size)
     env.globals.update(ago=ago, plural=plural, refresh_seconds=REFRESH_SECONDS)
     return env
 
@@ -124,6 +136,7 @@ def status_router(
     gates: GateRegistry | None = None,
     throttles: ThrottleRegistry | None = None,
     sessions: Sessions | None = None,
+    retention_days: int = 0,
 ) -> StatusPage:
     """The routes of the status page, reading `db` and this process's metrics and caches;
     signed-in sessions are kept in `sessions` (by default in `db`)."""
@@ -210,6 +223,7 @@ def status_router(
             filters=Filters(repo=repo, status=status),
             now=now,
             limit=min(int(limit), 5000) if limit.isdigit() else PLAN_LIMIT,
+            storage=await read_storage(db, retention_days=retention_days),
         )
 
     def page(request: Request, name: str, who: str, **context: Any) -> HTMLResponse:
@@ -351,4 +365,5 @@ def status_routes(
         wake=wake,
         gates=gates,
         throttles=throttles,
+        retention_days=settings.retention_days,
     )

@@ -127,6 +127,24 @@ def work(
 
 
 @dataclass(frozen=True)
+class Storage:
+    """How big the database is, and how long it keeps finished work."""
+
+    engine: str
+    size_bytes: int
+    """SQLite: its pages (the file, once the write-ahead log is copied in); PostgreSQL:
+    `pg_database_size`."""
+    free_bytes: int | None
+    """SQLite: space inside the file that removed rows left; new rows reuse it (the file does not
+    shrink by itself). None elsewhere."""
+    wal_bytes: int | None
+    """SQLite: the write-ahead log (copied into the file by checkpoints, then reused). None elsewhere."""
+    retention_days: int
+    """`PLAN_CASCADE_RETENTION_DAYS` (0: nothing is removed)."""
+    last_prune: datetime | None
+
+
+@dataclass(frozen=True)
 class DeliveryView:
     """One recorded webhook delivery and what became of its job."""
 

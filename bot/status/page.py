@@ -14,6 +14,7 @@ from bot.status.operations import (
     Intake,
     Limits,
     Spend,
+    Storage,
     Work,
     answers_by_outcome,
     installations,
@@ -45,6 +46,7 @@ class Overview:
     intake: Intake
     spend: tuple[Spend, ...]
     installations: tuple[Installation, ...]
+    storage: Storage | None = None
 
 
 def overview(
@@ -59,6 +61,7 @@ def overview(
     filters: Filters,
     now: datetime,
     limit: int = PLAN_LIMIT,
+    storage: Storage | None = None,
 ) -> Overview:
     """The overview from the database's rows, this process's counters and known budgets."""
     summaries = [with_budget(line, budgets.get(line.repo)) for line in plans.lines]
@@ -90,4 +93,5 @@ def overview(
         ),
         spend=spend(summaries, now=now),
         installations=installations(plans.installations, limits),
+        storage=storage,
     )

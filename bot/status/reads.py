@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import ValidationError
-from sqlalchemy import Text, case, func, select, tuple_, type_coerce, update
+from sqlalchemy import Text, case, func, select, text, tuple_, type_coerce, update
 
 from bot.db.engine import Database
 from bot.db.models import Delivery, Job, PlanRecord
+from bot.db.retention import last_prune
+from bot.db.sqlite import sqlite_path
 from bot.plan.state import PlanState
-from bot.status.operations import WaitingRow
+from bot.status.operations import Storage, WaitingRow
 
 log = logging.getLogger(__name__)
 LIST_LIMIT = 50
@@ -193,3 +196,19 @@ async def requeue(db: Database, job_id: int, *, now: datetime) -> bool:
             )
         )
         return bool(getattr(done, "rowcount", 0))
+
+
+async def read_storage(db: Database, *, retention_days: int) -> Storage:
+    """The database's size (SQLite: its pages, the free ones among them, its write-ahead log)."""
+    async with db.read() as session:
+        if not db.is_sqlite:
+            size = (await session.execute(text("SELECT pg_database_size(current_database())"))).scalar()
+            return Storage("PostgreSQL", int(size or 0), None, None, retention_days, await last_prune(db))
+        page = int((await session.execute(text("PRAGMA page_size"))).scalar() or 0)
+        pages = int((await session.execute(text("PRAGMA page_count"))).scalar() or 0)
+        free = int((await session.execute(text("PRAGMA freelist_count"))).scalar() or 0)
+    try:
+        wal = os.stat(sqlite_path(db.url) + "-wal").st_size
+    except OSError:
+        wal = 0
+    return Storage("SQLite", page * pages, page * free, wal, retention_days, await last_prune(db))

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from bot.app.retention import prune_once
 from bot.app.server import build_runtime, create_app
+from bot.clock import utcnow
 from bot.db.models import Delivery, Job, PlanRecord
 from bot.errors import ConfigurationError
 from bot.status.access import COOKIE
@@ -164,6 +166,22 @@ async def test_every_answer_carries_the_security_headers(site) -> None:
     page = (await client.get("/status")).text
     assert "<script>" not in page and 'src="/status/static/status.js"' in page  # no inline script
     assert "style=" not in page
+
+
+async def test_the_page_shows_the_database_size_and_how_long_rows_are_kept(tmp_path: Path) -> None:
+    runtime, app = await _app(tmp_path, PLAN_CASCADE_STATUS_TOKEN=TOKEN, PLAN_CASCADE_RETENTION_DAYS="5")
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    async with asgi_client(app) as client:
+        storage = (await client.get("/status.json", headers=bearer)).json()["storage"]
+        assert storage["engine"] == "SQLite" and storage["size_bytes"] > 0
+        assert storage["retention_days"] == 5 and storage["last_prune"] is None
+        await prune_once(runtime.db, days=5, holder="test", now=utcnow())
+        page = (await client.get("/status", headers=bearer)).text
+    await runtime.db.dispose()
+    size = re.search(r"Database \(SQLite\): (\d+(\.\d)? [KMG]?B)", page)
+    assert size is not None, page
+    assert "kept 5 days" in page and "last pruned 0 s ago" in page
+    assert f"<b>{size.group(1)}</b> database" in page
 
 
 async def test_requeue_needs_the_session_csrf_token(site) -> None:

@@ -10,6 +10,7 @@ from bot.db.models import Delivery, Job
 from bot.plan.state import Approval, PlanStatus, StoryStatus, update_story, with_batch
 from bot.status.access import Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
+from bot.status.http import size
 from bot.status.operations import Limits, answers_by_outcome, installations, intake, spend, work
 from bot.status.plans import (
     DEFAULT_BUDGET_USD,
@@ -317,3 +318,15 @@ async def test_the_warm_up_parses_every_plan_so_the_first_page_load_parses_none(
     assert len((await page.lines.read(db)).lines) == 3
     assert page.lines.parsed == 3, "the first page load parsed plans again"
     await db.dispose()
+
+
+def test_sizes_read_like_ls_si() -> None:
+    assert [size(n) for n in (None, 0, 812, 4_200, 123_456, 1_300_000_000, 2_500_000_000_000)] == [
+        "—",
+        "0 B",
+        "812 B",
+        "4.2 KB",
+        "123 KB",
+        "1.3 GB",
+        "2500 GB",
+    ]
