@@ -13,6 +13,7 @@ IMPORT_NAMES = {
     "pyyaml": "yaml",
     "prometheus-client": "prometheus_client",
     "pydantic-settings": "pydantic_settings",
+    "pysimdjson": "simdjson",
 }
 USED_INDIRECTLY = {
     "hishel": "githubkit's HTTP cache (githubkit 0.16.1 only imports with hishel<2)",
