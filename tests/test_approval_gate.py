@@ -196,13 +196,7 @@ async def test_attack_6_no_bot_comment_is_trusted_while_the_bots_identity_is_unk
     assert outcome == "queued"  # retried later: nothing was decided without knowing who we are
     assert h.started == [] and not h.fake.requests_to("POST", rf"/repos/{REPO}/issues/1/comments")
     # Once GitHub answers, the forged comment is simply not ours.
-    row = await h.runtime.queue.get(job.id)
-    async with h.runtime.db.write() as db:
-        from sqlalchemy import update
-
-        from bot.db.models import Job
-
-        await db.execute(update(Job).where(Job.id == row.id).values(run_after=datetime.now(UTC)))
+    await h.due_now(job.id)
     await h.drain()
     assert h.started == [] and "no plan to approve" in h.comments(1)[-1]
 
