@@ -68,13 +68,19 @@ class Upstream:
             return
 
     def close(self) -> None:
+        # shutdown() before close() wakes a thread blocked in accept() or recv() on the socket:
+        # closed under it, after the next signal it would retry on the same fd number, by then
+        # another test's (see test_containment's Listener).
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         with self.lock:
             for conn in self.conns:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
                 conn.close()
         self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the upstream's thread did not stop"
 
 
 @pytest.fixture
