@@ -201,6 +201,31 @@ def test_once_writes_stop_the_rest_of_the_log_is_copied_and_the_log_starts_over(
     conn.close()
 
 
+def test_under_writes_that_never_stop_the_log_is_started_over_past_restart_bytes(tmp_path: Path) -> None:
+    """Writes back to back (each a commit, as a burst's deliveries and jobs): no PASSIVE
+    checkpoint ends with every frame copied, so without a RESTART the log never starts over
+    (the same writes grew it to 33-50 MB here); with one past `restart_bytes` it stays small."""
+    path = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    sqlite_pragmas(conn)
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE t (x TEXT)")
+    url = f"sqlite+aiosqlite:///{path}"
+    checkpointer = Checkpointer(url, threshold=256 * 1024, restart_bytes=1024 * 1024)
+    largest = 0
+    for _ in range(3000):
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO t VALUES (?)", [("x" * 2000,)] * 4)
+        conn.execute("COMMIT")
+        checkpointer.written(4 * 2100)
+        time.sleep(0)  # the GIL changes hands, as at every await of the server's loop
+        largest = max(largest, (tmp_path / "db.sqlite-wal").stat().st_size)
+    checkpointer.close()
+    conn.close()
+    assert checkpointer.restarts >= 1
+    assert largest < 10 * 1024 * 1024, f"the log grew to {largest:,} bytes"
+
+
 @pytest.mark.postgres
 async def test_postgres_intake_writes_a_burst_once_per_delivery(tmp_path: Path) -> None:
     async with postgres_database() as url:

@@ -11,9 +11,16 @@ readers) on a connection of its own.
 Once the writes stop, it checkpoints what came after its last checkpoint too (`idle` seconds
 later), and again until a checkpoint copied every frame: SQLite starts the log over only after
 that, at the next write. Without it the frames of a burst's last few megabytes stayed uncopied
-and the next burst appended to the log. The log's file still keeps the size of the longest busy
-stretch (gigabytes under a long burst); cutting it back (`journal_size_limit`) made the first
-write after each burst truncate that file on the intake's path: a 400 ms stall.
+and the next burst appended to the log.
+
+Under writes that never stop, no PASSIVE checkpoint ends with every frame copied (the writers
+append while it copies), so SQLite never starts the log over and its file grew to gigabytes
+under a long burst. Once the log passes `restart_bytes`, a RESTART checkpoint follows the
+PASSIVE one: it holds writers back while it copies the frames written since (a few megabytes
+at most) and waits, at most `RESTART_WAIT_MS`, for readers of older snapshots; the next write
+then starts the log from its beginning. The file keeps its largest size (cutting it back with
+`journal_size_limit` made the first write after each burst truncate it on the intake's path: a
+400 ms stall), which is now about `restart_bytes`.
 """
 
 from __future__ import annotations
@@ -30,16 +37,30 @@ THRESHOLD_BYTES = 4 * 1024 * 1024
 """SQLite's own default: 1,000 pages of 4 KiB."""
 IDLE_SECONDS = 1.0
 """Past this without reaching the threshold, what was written since the last checkpoint is copied."""
+RESTART_BYTES = 1024 * 1024 * 1024
+"""A log this long is started over: about 10,000 deliveries of ~12 KB with their jobs, written back
+to back (at a realistic rate the log starts over in the gaps between writes, long before)."""
+RESTART_WAIT_MS = 50
+"""How long a RESTART checkpoint may wait for the writer lock or for readers (writers wait with it)."""
 
 
 class Checkpointer:
     """Runs `PRAGMA wal_checkpoint(PASSIVE)` in its own thread, every `threshold` bytes written."""
 
-    def __init__(self, url: str, *, threshold: int = THRESHOLD_BYTES, idle: float = IDLE_SECONDS) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        threshold: int = THRESHOLD_BYTES,
+        idle: float = IDLE_SECONDS,
+        restart_bytes: int = RESTART_BYTES,
+    ) -> None:
         self.path = sqlite_path(url)
         self.threshold = threshold
         self.idle = idle
+        self.restart_bytes = restart_bytes
         self.checkpoints = 0
+        self.restarts = 0
         self._unchecked = 0
         self._due = threading.Event()
         self._stopping = False
@@ -73,6 +94,7 @@ class Checkpointer:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
             sqlite_pragmas(conn)
+            frame_bytes = conn.execute("PRAGMA page_size").fetchone()[0] + 24  # a frame's header
             settled = True  # the last checkpoint copied every frame of the log
             while True:
                 due = self._due.wait(timeout=self.idle)
@@ -93,8 +115,27 @@ class Checkpointer:
                 settled = copied >= frames
                 self.checkpoints += 1
                 log.debug("WAL checkpoint: %s of %s frames copied (busy=%s)", copied, frames, busy)
+                if frames * frame_bytes >= self.restart_bytes:
+                    settled = self._restart(conn) and settled
         finally:
             conn.close()
+
+    def _restart(self, conn: sqlite3.Connection) -> bool:
+        """Copy the rest of the log, writers held back, so that the next write starts it over;
+        whether it did (it gives up after `RESTART_WAIT_MS` of waiting: the next one tries again)."""
+        conn.execute(f"PRAGMA busy_timeout={RESTART_WAIT_MS}")
+        try:
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        except sqlite3.Error as exc:
+            log.warning("WAL restart checkpoint failed: %s", exc)
+            return False
+        finally:
+            conn.execute("PRAGMA busy_timeout=30000")
+        if busy:
+            return False
+        self.restarts += 1
+        log.debug("WAL restarted after copying %s of %s frames", copied, frames)
+        return True
 
     def close(self) -> None:
         """Stop the thread (after the checkpoint it may be running)."""
