@@ -77,14 +77,35 @@ class QueuedWrites:
         if due > bound:
             raise Throttled(f"this installation's writes must wait {due:.0f} s", seconds=due)
 
-    async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment:
+    async def _edit(self, repo: str, comment_id: int, body: str) -> Comment:
+        """The edit itself, unpaced (the caller has its turn)."""
         owner, name = split_repo(repo)
-        async with self._editing(repo, comment_id):
-            with github_errors(f"edit comment {comment_id} in {repo}"):
-                resp = await self._github.rest.issues.async_update_comment(
-                    owner, name, comment_id, body=redact(body), headers=self._headers
-                )
+        with github_errors(f"edit comment {comment_id} in {repo}"):
+            resp = await self._github.rest.issues.async_update_comment(
+                owner, name, comment_id, body=redact(body), headers=self._headers
+            )
         return Comment.from_api(json_object(resp))
+
+    async def _react(
+        self, repo: str, content: str, *, issue: int = 0, comment_id: int | None = None
+    ) -> Reaction:
+        """The reaction itself, unpaced: on the comment `comment_id` when given, else on issue `issue`."""
+        owner, name = split_repo(repo)
+        on = f"comment {comment_id} in {repo}" if comment_id is not None else f"{repo}#{issue}"
+        with github_errors(f"react to {on}"):
+            if comment_id is None:
+                resp = await self._github.rest.reactions.async_create_for_issue(
+                    owner, name, issue, content=cast(Any, content), headers=self._headers
+                )
+            else:
+                resp = await self._github.rest.reactions.async_create_for_issue_comment(
+                    owner, name, comment_id, content=cast(Any, content), headers=self._headers
+                )
+        return Reaction.from_api(json_object(resp))
+
+    async def update_issue_comment(self, repo: str, comment_id: int, *, body: str) -> Comment:
+        async with self._editing(repo, comment_id):
+            return await self._edit(repo, comment_id, body)
 
     async def update_issue_comment_later(self, repo: str, comment_id: int, *, body: str) -> None:
         """Edit a comment when the write queue has room (after answers, 👀 and other work), from a
@@ -93,14 +114,9 @@ class QueuedWrites:
         if self._throttle is None:
             await self.update_issue_comment(repo, comment_id, body=body)
             return
-        owner, name = split_repo(repo)
-        body = redact(body)
 
         async def send() -> None:
-            with github_errors(f"edit comment {comment_id} in {repo}"):
-                await self._github.rest.issues.async_update_comment(
-                    owner, name, comment_id, body=body, headers=self._headers
-                )
+            await self._edit(repo, comment_id, body)
 
         doing = f"edit comment {comment_id} in {repo}"
         key = comment_key(repo, comment_id)
@@ -110,19 +126,10 @@ class QueuedWrites:
         """👀 on issue `issue` (or on its comment `comment_id`): "seen". Sent from a task of its own
         when the write queue has room, dropped when the answer on `issue` goes first or when it
         could not go within ACK_PATIENCE; failures are logged. Without a write queue, sent now."""
-        owner, name = split_repo(repo)
         on = f"comment {comment_id} in {repo}" if comment_id is not None else f"{repo}#{issue}"
 
         async def send() -> None:
-            with github_errors(f"react to {on}"):
-                if comment_id is None:
-                    await self._github.rest.reactions.async_create_for_issue(
-                        owner, name, issue, content="eyes", headers=self._headers
-                    )
-                else:
-                    await self._github.rest.reactions.async_create_for_issue_comment(
-                        owner, name, comment_id, content="eyes", headers=self._headers
-                    )
+            await self._react(repo, "eyes", issue=issue, comment_id=comment_id)
 
         if self._throttle is None:
             try:
@@ -140,19 +147,9 @@ class QueuedWrites:
         )
 
     async def add_issue_reaction(self, repo: str, number: int, content: str) -> Reaction:
-        owner, name = split_repo(repo)
         await self._pace()
-        with github_errors(f"react to {repo}#{number}"):
-            resp = await self._github.rest.reactions.async_create_for_issue(
-                owner, name, number, content=cast(Any, content), headers=self._headers
-            )
-        return Reaction.from_api(json_object(resp))
+        return await self._react(repo, content, issue=number)
 
     async def add_comment_reaction(self, repo: str, comment_id: int, content: str) -> Reaction:
-        owner, name = split_repo(repo)
         await self._pace()
-        with github_errors(f"react to comment {comment_id} in {repo}"):
-            resp = await self._github.rest.reactions.async_create_for_issue_comment(
-                owner, name, comment_id, content=cast(Any, content), headers=self._headers
-            )
-        return Reaction.from_api(json_object(resp))
+        return await self._react(repo, content, comment_id=comment_id)
