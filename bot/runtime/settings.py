@@ -303,8 +303,7 @@ class Settings(BaseSettings):
 
     def mcp_egress_hosts(self) -> tuple[str, ...]:
         """The hosts of `PLAN_CASCADE_MCP_EGRESS` (none by default, or when it says `none`)."""
-        text = self.mcp_egress.strip()
-        return () if text.lower() in ("", "none") else tuple(text.replace(",", " ").split())
+        return _hosts(self.mcp_egress) or ()
 
     def state_signing_key(self) -> bytes | None:
         """The key plan comments' state blocks are signed with (None: nothing to sign with).

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from mcp.shared.message import SessionMessage
 
 from bot.workspace.cgroups import Group
 from bot.workspace.limits import LimitGate
-from bot.workspace.process import open_pipe
+from bot.workspace.process import kill_process_group, open_pipe
 from bot.workspace.sandbox import Confinement
 
 MAX_MESSAGE_BYTES = 4 * 2**20
@@ -96,11 +95,9 @@ async def _keep_stderr(reader: asyncio.StreamReader, server: ServerProcess) -> N
 async def _kill(proc: asyncio.subprocess.Process) -> None:
     """SIGKILL the server's process group and reap it (bounded: a pipe some leftover holds open
     never keeps the story waiting)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(KILL_WAIT):
-            await proc.wait()
+            await kill_process_group(proc)
 
 
 @contextlib.asynccontextmanager

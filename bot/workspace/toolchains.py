@@ -10,16 +10,15 @@ holds run, and none can be installed or changed from the sandbox.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from bot.workspace.process import SAFE_PATH
+from bot.workspace.process import tool_program
 
 
 def rustup_env(tool_path: str | None, environ: Mapping[str, str]) -> dict[str, str]:
     """`RUSTUP_HOME` when the tool PATH's `cargo` is rustup's proxy and that home exists, else nothing."""
-    cargo = shutil.which("cargo", path=tool_path or SAFE_PATH)
+    cargo = tool_program("cargo", tool_path)
     if cargo is None or Path(cargo).resolve().name != "rustup":
         return {}
     home = environ.get("RUSTUP_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".rustup")
