@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.workspace.egress import IDLE_TIMEOUT, EgressProxy
-from bot.workspace.egress_rules import DEFAULT_SETUP_EGRESS, Allowlist, parse_egress
+from bot.workspace.egress_rules import DEFAULT_SETUP_EGRESS, Allowlist, mcp_allowlist, parse_egress
 
 PROXY_PORT = 3128
 """Where the forwarder listens inside setup's (or the agent's) own network namespace."""
@@ -152,8 +152,7 @@ async def agent_route(
 async def mcp_route(allowed: Sequence[str]) -> AsyncIterator[EgressRoute]:
     """A proxy for one local MCP server of a story, to the hosts `allowed` (the operator's
     `PLAN_CASCADE_MCP_EGRESS`, already narrowed by the repository's `egress`)."""
-    rules = Allowlist(parse_egress(allowed), who="mcp", setting="PLAN_CASCADE_MCP_EGRESS")
-    async with _route(rules, idle=IDLE_TIMEOUT, on_blocked=None) as route:
+    async with _route(mcp_allowlist(parse_egress(allowed)), idle=IDLE_TIMEOUT, on_blocked=None) as route:
         yield route
 
 

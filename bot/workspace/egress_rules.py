@@ -142,7 +142,7 @@ class Allowlist:
     narrowed: tuple[Entry, ...] | None = None
     """The repository's list (`agent.egress`); None: the operator's list as it is."""
     who: str = "setup"
-    """Whose proxy it is, for messages: `setup` or `agent`."""
+    """Whose proxy it is, for messages: `setup`, `agent` or `MCP`."""
     setting: str = "PLAN_CASCADE_SETUP_EGRESS"
     """The operator's setting the entries come from."""
 
@@ -153,6 +153,12 @@ class Allowlist:
         if self.narrowed is not None and not any(e.matches(host, port) for e in self.narrowed):
             return "narrowed"
         return None
+
+
+def mcp_allowlist(allowed: Sequence[Entry]) -> Allowlist:
+    """Where MCP servers may connect (`PLAN_CASCADE_MCP_EGRESS`): a local one through its proxy,
+    a remote one from the bot's process."""
+    return Allowlist(tuple(allowed), who="MCP", setting="PLAN_CASCADE_MCP_EGRESS")
 
 
 async def decide(

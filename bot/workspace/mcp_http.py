@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import httpcore2
 import httpx2
 
-from bot.workspace.egress_rules import Entry, Resolver, destination, system_resolver
+from bot.workspace.egress_rules import Entry, Resolver, decide, mcp_allowlist, system_resolver
 
 CONNECT_TIMEOUT = 30.0
 READ_TIMEOUT = 300.0
@@ -26,7 +26,7 @@ class CheckedBackend(httpcore2.AsyncNetworkBackend):
     """Opens TCP connections to the allowed hosts only, at the address that was checked."""
 
     def __init__(self, allowed: Sequence[Entry], *, resolve: Resolver = system_resolver) -> None:
-        self.allowed = tuple(allowed)
+        self.rules = mcp_allowlist(allowed)
         self.resolve = resolve
         self.refused: list[str] = []
         self._inner = httpcore2.AnyIOBackend()
@@ -39,14 +39,11 @@ class CheckedBackend(httpcore2.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        if not any(entry.matches(host, port) for entry in self.allowed):
-            why = f"{host}:{port} is not on the MCP egress list (PLAN_CASCADE_MCP_EGRESS)"
-        else:
-            address, why = await destination(host, port, self.allowed, resolve=self.resolve)
-            if address is not None:
-                return await self._inner.connect_tcp(
-                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
-                )
+        address, _, why = await decide(host, port, self.rules, resolve=self.resolve)
+        if address is not None:
+            return await self._inner.connect_tcp(
+                address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+            )
         self.refused.append(why)
         raise httpcore2.ConnectError(f"refused: {why}")
 
