@@ -16,9 +16,11 @@ from bot.config.errors import Expect
 PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
 """1 to 65535."""
 NAME = r"(?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?"
+HOST = rf"(?:{NAME}|\[[0-9A-Fa-f:.]+\])"
+"""A name (`*.domain` too) or a bracketed IPv6 address, as egress lists write hosts."""
 EgressHost = Annotated[
     str,
-    Field(pattern=rf"^(?:{NAME}|\[[0-9A-Fa-f:.]+\])(?::{PORT})?$"),
+    Field(pattern=rf"^{HOST}(?::{PORT})?$"),
     Expect('a host, "host:port" (port 1–65535), "*.domain" or "[v6 address]:port" (no scheme, no path)'),
 ]
 AgentEgress = Annotated[

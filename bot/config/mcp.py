@@ -18,6 +18,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.config.egress import HOST
 from bot.config.errors import Expect, format_key
 
 VARIABLE_PREFIX = "PLAN_CASCADE_MCP_"
@@ -55,9 +56,7 @@ Url = Annotated[
 ]
 EgressHost = Annotated[
     str,
-    Field(
-        pattern=r"^(?:(?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$"
-    ),
+    Field(pattern=rf"^{HOST}(?::[0-9]{{1,5}})?$"),  # the port's range: `mcp_problems` names it
     Expect('a host, "host:port", "*.domain" or "[v6 address]:port" (no scheme, no path)'),
 ]
 
