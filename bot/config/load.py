@@ -17,6 +17,11 @@ from bot.config.errors import (
 )
 from bot.config.repo import RepoConfig
 
+SCHEMA_PATH = "templates/plan-cascade.schema.json"
+"""Where the published schema lives in the repository (`python -m bot.cli.docs` writes it)."""
+SCHEMA_URL = f"https://raw.githubusercontent.com/plan-cascade/plan-cascade/main/{SCHEMA_PATH}"
+"""Its address: the `$id` of the schema, and what `yaml-language-server: $schema=` names."""
+
 
 def load_repo_config(text: str | None) -> RepoConfig:
     """Parse and validate the file's text; None or blank text gives the defaults.
@@ -56,4 +61,4 @@ def repo_config_json_schema() -> dict[str, Any]:
     """The published JSON Schema of `.github/plan-cascade.yml`."""
     schema = RepoConfig.model_json_schema()
     schema["title"] = f"Plan Cascade repository configuration ({CONFIG_PATH})"
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_URL, **schema}
