@@ -23,17 +23,17 @@ IN_FLIGHT = {
 checked once it exists. Empty this set once they are merged."""
 
 
-def _broken(page: Path) -> list[str]:
+def _broken(page: Path, root: Path = ROOT) -> list[str]:
     problems = []
     for link in links(page):
         href = link.href
         if not href or href.startswith(("http://", "https://", "mailto:")):
             continue
-        where = f"{name(page)}:{link.line}"
+        where = f"{page.relative_to(root)}:{link.line}"
         path_part, _, fragment = href.partition("#")
         target = (page.parent / unquote(path_part)).resolve() if path_part else page
         try:
-            shown = str(target.relative_to(ROOT))
+            shown = str(target.relative_to(root))
         except ValueError:
             problems.append(f"{where}: `{href}` points outside the repository")
             continue
@@ -58,16 +58,18 @@ def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
 
 
 def test_the_checker_finds_a_broken_anchor_and_a_missing_page(tmp_path: Path) -> None:
-    page = ROOT / "docs" / "_probe_for_test.md"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "other.md").write_text("# Other\n\n## Details\n")
+    page = tmp_path / "docs" / "page.md"
     page.write_text(
-        "# A title\n\n[ok](#a-title) [bad](#no-such) [gone](nothing-here.md) [x](settings.md#details)\n"
+        "# A title\n\n[ok](#a-title) [bad](#no-such) [gone](nothing-here.md) [x](other.md#details)\n"
+        "[y](other.md#detail) [out](../../elsewhere.md) [web](https://example.com/#x)\n"
     )
-    try:
-        problems = _broken(page)
-    finally:
-        page.unlink()
-    assert len(problems) == 2
+    problems = _broken(page, tmp_path)
+    assert len(problems) == 4, problems
     assert "#no-such" in problems[0] and "nothing-here.md" in problems[1]
+    assert "has no heading whose anchor is #detail (it has #details)" in problems[2]
+    assert "outside the repository" in problems[3]
 
 
 @pytest.mark.parametrize(
