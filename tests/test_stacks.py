@@ -348,6 +348,30 @@ async def test_a_stacked_pr_github_closed_with_its_base_gets_a_new_one(h: Harnes
     assert _state(h).summary_posted
 
 
+async def test_a_closed_batch_whose_branch_a_person_amended_is_not_pushed_back(
+    h: Harness, tmp_path: Path
+) -> None:
+    """Issue #47, defect 1, `_open_again`: the bot's head is put back only over a head it pushed."""
+    await _run_plan(h)
+    first, second = _pulls(h)
+    work = tmp_path / "human"
+    git("clone", "-q", "-b", BATCH_2, str(h.remote), str(work), cwd=tmp_path)
+    (work / "story-003.txt").write_text("done, amended\n")
+    git("commit", "-q", "-a", "--amend", "--no-edit", cwd=work)  # keeps the bot's author
+    git("push", "-q", "--force", "origin", BATCH_2, cwd=work)
+    mine = git("rev-parse", "HEAD", cwd=work)
+    h.fake.merge_pull(REPO, first.number, method="squash")
+    git("branch", "-D", BATCH_1, cwd=h.remote)
+    h.fake.repo(REPO).issues[second.number].state = "closed"
+    await _settle(h)
+    assert git("rev-parse", BATCH_2, cwd=h.remote) == mine
+    assert [p.number for p in _pulls(h)] == [first.number, second.number]  # no new PR over it
+    notes = [c for c in h.comments(second.number) if "did not put its own head back" in c]
+    assert len(notes) == 1 and "a commit Plan Cascade did not push" in notes[0]
+    assert len(h.comments(second.number)) == len(set(h.comments(second.number)))
+    assert _state(h).batches[1].hands_off
+
+
 async def test_a_conflict_the_agent_cannot_redo_leaves_the_branch_and_drafts_the_pr(h: Harness) -> None:
     h.script.write_text(
         "#!/bin/bash\nset -e\n"
