@@ -63,15 +63,21 @@ async def changed_dependencies(run: Run, *, base: str, head: str) -> tuple[list[
 
 
 async def _includers(run: Run, head: str, *, changed: set[str], known: set[str]) -> list[str]:
-    """Requirements files at `head` (unchanged ones) that include a changed file."""
-    tree = await run.mirror.git("ls-tree", "-r", "--name-only", "-z", head, "--")
+    """Requirements files at `head` (unchanged ones) that include a changed file: those naming an
+    include option (`git grep`, one call) are read."""
+    flags = [arg for flag in ("-r", "-c", "--requirement", "--constraint") for arg in ("-e", flag)]
+    grep = await run.mirror.git(
+        "grep", "-l", "-z", "-F", "-I", *flags, head, "--", *(f"*{suffix}" for suffix in PIP_NAMES),
+        check=False,
+    )  # fmt: skip
     found = []
-    for path in [p for p in tree.stdout.split("\0") if p and is_dependency_file(p) and p not in known]:
-        data = await _read(run, head, path) if path.endswith(PIP_NAMES) else None
+    for name in grep.stdout.split("\0"):
+        path = name.removeprefix(f"{head}:")
+        if not path or path in known or not is_dependency_file(path):
+            continue
+        data = await _read(run, head, path)
         if data is not None and any(i.path in changed for i in includes(path, decode(data))):
             found.append(path)
-        if len(found) >= MAX_FILES:
-            break
     return found
 
 
