@@ -30,10 +30,12 @@ stories:
 CHECK = "plan-cascade / STORY-001 / dependencies"
 
 
-def setup(tmp: Path, body: str, extra: str = "") -> tuple[Any, FakeGitHub, Path]:
+def setup(
+    tmp: Path, body: str, extra: str = "", files: dict[str, str] | None = None
+) -> tuple[Any, FakeGitHub, Path]:
     """A run whose command agent (`$1` prompt file, `$2` worktree) logs its prompts and runs
     `body`, reporting check runs to a fake GitHub that holds the remote's commits."""
-    remote = make_remote(tmp, {"README.md": "# demo\n", "requirements.txt": "requests==2.31.0\n"})
+    remote = make_remote(tmp, files or {"README.md": "# demo\n", "requirements.txt": "requests==2.31.0\n"})
     fake = FakeGitHub()
     fake.add_repo(REPO, clone_url=f"file://{remote}")
     fake.add_issue(REPO, title="Read the config from YAML")  # #1: the plan's issue
@@ -132,3 +134,87 @@ async def test_a_story_that_changes_no_dependency_file_gets_no_check(tmp_path: P
     state = await execute(run)
     assert state.stories["STORY-001"].status == StoryStatus.PASSED
     assert checks(fake) == [] and not [r for r in fake.requests if r.path == "/advisories"]
+
+
+# -- issue #47, defect 3: partial coverage is never a pass ------------------------------------
+NO_RETRY = "gates:\n  detect: false\n  strict: true\n  max_retries: 0\n"
+
+
+async def test_versions_past_the_lookup_limit_make_the_check_neutral(tmp_path: Path) -> None:
+    """A lock file of 601 versions: `pyyaml 5.3` sorts last, past the 500 looked up."""
+    entries = "".join(f'[[package]]\\nname = "aaa-{n:03d}"\\nversion = "1.0.0"\\n\\n' for n in range(600))
+    entries += '[[package]]\\nname = "pyyaml"\\nversion = "5.3"\\n'
+    run, fake, _ = setup(tmp_path, f"printf '{entries}' > \"$2/uv.lock\"\n", NO_RETRY)
+    state = await execute(run)
+    assert [r.conclusion for r in checks(fake)] == ["neutral"]  # was: success
+    summary = checks(fake)[0].output["summary"]
+    assert "Not checked, so this check is neutral rather than a pass:" in summary
+    assert "- 101 package version(s) not looked up: a check looks up at most 500" in summary
+    assert "pip pyyaml 5.3, in uv.lock: not looked up" in summary
+    assert state.stories["STORY-001"].gates["dependencies"] == "neutral"
+
+
+async def test_empty_requirement_files_do_not_hide_the_real_manifest(tmp_path: Path) -> None:
+    body = (
+        'for n in $(seq -w 0 50); do mkdir -p "$2/a$n" && : > "$2/a$n/requirements.txt"; done\n'
+        'echo "pyyaml==5.3" >> "$2/requirements.txt"\n'
+    )
+    run, fake, _ = setup(tmp_path, body, NO_RETRY)
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.FAILED  # was: passed, no check run
+    [run_] = checks(fake)
+    assert run_.conclusion == "failure"
+    summary = run_.output["summary"]
+    assert "GHSA-8q59-q68h-6hv4 (critical)" in summary
+    assert "a50/requirements.txt: not read, a check reads at most 50 dependency files" in summary
+
+
+async def test_a_byte_order_mark_hides_no_line(tmp_path: Path) -> None:
+    body = "printf '\\357\\273\\277pyyaml==5.3\\nrequests==2.31.0\\n' > \"$2/requirements.txt\"\n"
+    run, fake, _ = setup(tmp_path, body, NO_RETRY)
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.FAILED  # was: passed, no check run
+    assert [r.conclusion for r in checks(fake)] == ["failure"]
+    assert "pip pyyaml 5.3, in requirements.txt" in checks(fake)[0].output["summary"]
+
+
+async def test_included_requirements_and_constraints_are_followed(tmp_path: Path) -> None:
+    body = (
+        'mkdir -p "$2/deps" && echo "-c ../constraints.txt" > "$2/deps/extra.txt"\n'
+        'echo "pyyaml" >> "$2/deps/extra.txt"\n'
+        'echo "pyyaml==5.3  # pinned here" > "$2/constraints.txt"\n'
+        'echo "-r deps/extra.txt" >> "$2/requirements.txt"\n'
+    )
+    run, fake, _ = setup(tmp_path, body, NO_RETRY)
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.FAILED  # was: passed, no check run
+    [run_] = checks(fake)
+    assert run_.conclusion == "failure" and "pip pyyaml 5.3, in requirements.txt" in run_.output["summary"]
+
+
+async def test_an_include_outside_the_repository_is_not_checked_and_says_so(tmp_path: Path) -> None:
+    body = (
+        'echo "--requirement=https://example.com/more.txt" >> "$2/requirements.txt"\n'
+        'echo "-r ../../../elsewhere.txt" >> "$2/requirements.txt"\n'
+        'echo "pyyaml==6.0.1" >> "$2/requirements.txt"\n'
+    )
+    run, fake, _ = setup(tmp_path, body, NO_RETRY)
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.PASSED
+    [run_] = checks(fake)
+    assert run_.conclusion == "neutral"  # was: success
+    summary = run_.output["summary"]
+    assert (
+        "- `https://example.com/more.txt` (included by requirements.txt): outside the repository" in summary
+    )
+    assert "- `../../../elsewhere.txt` (included by requirements.txt): outside the repository" in summary
+
+
+async def test_a_changed_file_an_unchanged_requirements_file_includes_is_read(tmp_path: Path) -> None:
+    files = {"requirements.txt": "-r base.txt\n", "base.txt": "requests==2.31.0\n"}
+    run, fake, _ = setup(tmp_path, 'echo "pyyaml==5.3" >> "$2/base.txt"\n', NO_RETRY, files)
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.FAILED  # was: passed, no check run
+    [run_] = checks(fake)
+    assert run_.conclusion == "failure" and "pip pyyaml 5.3, in requirements.txt" in run_.output["summary"]
+    assert "requests" not in run_.output["summary"]  # what base.txt had before is not new

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from bot.orchestration.engine import execute
 from bot.plan.state import StoryStatus
-from bot.redaction import register_secret
+from bot.redaction import MASK, register_secret
 from bot.workspace.sandbox import Sandbox
+from bot.workspace.secretscan import SERVER_RULE
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 
 ONE_STORY = """
@@ -123,6 +124,30 @@ async def test_a_server_secret_is_caught_even_in_an_ignored_fixture(tmp_path: Pa
     retry = prompts(tmp_path)[1]
     assert "fixtures/env.txt:1: a secret of the Plan Cascade server (its value is withheld)" in retry
     assert server_secret not in retry
+
+
+async def test_a_credential_in_a_path_is_never_pushed(tmp_path: Path) -> None:
+    """Issue #47, defect 4: an empty file named like a token adds no line, a rename none."""
+    server_secret = "correct-horse-name-" + secrets.token_hex(6)
+    register_secret(server_secret)
+    script = logging_agent(
+        tmp_path,
+        'echo "x = 1" > "$2/settings.py"\n'
+        f': > "$2/{GITHUB_TOKEN}"\n'  # an empty file: no line added
+        f'mv "$2/README.md" "$2/notes-{server_secret}.md"\n',  # a rename: no line added
+    )
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(ONE_STORY), config(script), sandbox=Sandbox(mode="off"))
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.FAILED and story.reason is not None  # was: passed, pushed
+    assert f"{MASK} (the file's name) (GitHub Token)" in story.reason
+    assert f"notes-{MASK}.md (the file's name) ({SERVER_RULE})" in story.reason
+    assert GITHUB_TOKEN not in story.reason and server_secret not in story.reason
+    objects = all_objects(remote)
+    assert GITHUB_TOKEN not in objects and server_secret not in objects  # tree entries hold names
+    retry = prompts(tmp_path)[1]  # the agent is told which name to change (it wrote it: it knows it)
+    assert f"- {MASK} (the file's name): GitHub Token" in retry
 
 
 SLACK_TOKEN = "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"

@@ -215,6 +215,53 @@ async def test_plain_http_with_a_body_or_another_method_is_refused(
     assert upstream.accepted == 0
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "GET http://{t}/a\tHTTP/1.1\nHost:other.example\nX: HTTP/1.1",  # issue #47: a second head
+        "GET http://{t}/a\rHost:other.example HTTP/1.1",
+        "GET http://{t}/a\x00b HTTP/1.1",
+        "GET http://{t}/a\x7fb HTTP/1.1",
+        "GET http://{t}/a\x85b HTTP/1.1",  # NEL: whitespace to some servers
+        "GET http://{t}/a  HTTP/1.1",  # a third space
+        "GET  http://{t}/a HTTP/1.1",
+        "GET\thttp://{t}/a HTTP/1.1",
+        "GET http://{t}/a HTTP/1.1 extra",
+        "GET http://{t}/a HTTP/2.0",
+        "GET http://{t}/a HTTP/0.9",
+        "GET http://{t}/a http/1.1",
+        "CONNECT {t} HTTP/1.1\nHost:other.example",
+        "CONNECT {t} HTTP/3",
+    ],
+)
+async def test_a_request_line_with_control_characters_or_another_version_is_refused(
+    upstream: Upstream, tmp_path: Path, line: str
+) -> None:
+    """Bare CR/LF in the target reached the upstream as they were: a lenient server behind an
+    allowed name would read a Host the client chose, or a second request."""
+    async with proxy_to(upstream, tmp_path) as proxy:
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.settimeout(20)
+        raw.connect(str(proxy.socket_path))
+        head = line.format(t=f"127.0.0.1:{upstream.port}") + "\r\nAccept: */*\r\n\r\n"
+        await asyncio.to_thread(raw.sendall, head.encode("latin-1"))
+        answer = await asyncio.to_thread(raw.recv, 65536)
+        raw.close()
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    assert upstream.accepted == 0 and upstream.heads == []
+
+
+async def test_a_well_formed_request_line_still_goes_through(upstream: Upstream, tmp_path: Path) -> None:
+    async with proxy_to(upstream, tmp_path) as proxy:
+        head = f"GET http://127.0.0.1:{upstream.port}/a%09b?q=1 HTTP/1.0\r\n\r\n"
+        reader, writer = await client(proxy.socket_path, head)
+        async with asyncio.timeout(20):
+            answer = await reader.read()
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert upstream.heads[0].decode().split("\r\n")[0] == "GET /a%09b?q=1 HTTP/1.0"
+
+
 # -- (c) addresses that embed an inward IPv4 address -------------------------------------------
 @pytest.mark.parametrize(
     "address",

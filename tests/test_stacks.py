@@ -266,6 +266,41 @@ async def test_a_persons_push_is_never_overwritten(h: Harness, tmp_path: Path) -
     assert _state(h).batches[1].hands_off
 
 
+async def test_a_persons_amended_head_keeps_the_bots_author_but_is_never_rebuilt_away(
+    h: Harness, tmp_path: Path
+) -> None:
+    """Issue #47, defect 1: `commit --amend` (and `rebase`) keep the bot's author e-mail; whose
+    head it is comes from what the bot pushed, never from the author."""
+    await _run_plan(h)
+    first, second = _pulls(h)
+    work = tmp_path / "human"
+    git("clone", "-q", "-b", BATCH_2, str(h.remote), str(work), cwd=tmp_path)
+    bots = git("log", "-1", "--format=%ae", cwd=work)
+    (work / "story-003.txt").write_text("done, and the maintainer's fix\n")
+    git("commit", "-q", "-a", "--amend", "--no-edit", cwd=work)
+    assert git("log", "-1", "--format=%ae", cwd=work) == bots  # the amend kept the bot's author
+    git("push", "-q", "--force", "origin", BATCH_2, cwd=work)
+    mine = git("rev-parse", "HEAD", cwd=work)
+    h.fake.merge_pull(REPO, first.number, method="squash")
+    await _settle(h)
+    assert git("rev-parse", BATCH_2, cwd=h.remote) == mine  # not rebuilt away
+    notes = [c for c in h.comments(second.number) if "will not rebuild it" in c]
+    assert len(notes) == 1, h.comments(second.number)
+    assert "a commit Plan Cascade did not push" in notes[0] and "amended or rebased" in notes[0]
+    state = _state(h)
+    assert state.batches[1].hands_off and state.batches[1].head_sha != mine
+    await h.deliver(
+        "issue_comment",
+        commented(number=1, body="/plan-cascade rebase", user="maint", association="MEMBER"),
+    )
+    await _settle(h)
+    assert git("rev-parse", BATCH_2, cwd=h.remote) == mine
+    assert sum("will not rebuild it" in c for c in h.comments(second.number)) == 1  # said once
+    h.fake.merge_pull(REPO, second.number, method="merge")
+    await _settle(h)
+    assert git("show", "main:story-003.txt", cwd=h.remote) == "done, and the maintainer's fix"
+
+
 async def test_a_fix_on_batch_1_flows_up_to_batch_2(h: Harness) -> None:
     await _run_plan(h)
     first, second = _pulls(h)
@@ -311,6 +346,30 @@ async def test_a_stacked_pr_github_closed_with_its_base_gets_a_new_one(h: Harnes
     h.fake.merge_pull(REPO, third.number, method="squash")
     await _settle(h)
     assert _state(h).summary_posted
+
+
+async def test_a_closed_batch_whose_branch_a_person_amended_is_not_pushed_back(
+    h: Harness, tmp_path: Path
+) -> None:
+    """Issue #47, defect 1, `_open_again`: the bot's head is put back only over a head it pushed."""
+    await _run_plan(h)
+    first, second = _pulls(h)
+    work = tmp_path / "human"
+    git("clone", "-q", "-b", BATCH_2, str(h.remote), str(work), cwd=tmp_path)
+    (work / "story-003.txt").write_text("done, amended\n")
+    git("commit", "-q", "-a", "--amend", "--no-edit", cwd=work)  # keeps the bot's author
+    git("push", "-q", "--force", "origin", BATCH_2, cwd=work)
+    mine = git("rev-parse", "HEAD", cwd=work)
+    h.fake.merge_pull(REPO, first.number, method="squash")
+    git("branch", "-D", BATCH_1, cwd=h.remote)
+    h.fake.repo(REPO).issues[second.number].state = "closed"
+    await _settle(h)
+    assert git("rev-parse", BATCH_2, cwd=h.remote) == mine
+    assert [p.number for p in _pulls(h)] == [first.number, second.number]  # no new PR over it
+    notes = [c for c in h.comments(second.number) if "did not put its own head back" in c]
+    assert len(notes) == 1 and "a commit Plan Cascade did not push" in notes[0]
+    assert len(h.comments(second.number)) == len(set(h.comments(second.number)))
+    assert _state(h).batches[1].hands_off
 
 
 async def test_a_conflict_the_agent_cannot_redo_leaves_the_branch_and_drafts_the_pr(h: Harness) -> None:

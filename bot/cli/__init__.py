@@ -154,6 +154,8 @@ def _register_secrets(settings: object, register: Callable[[str | None], None]) 
     for name in ("webhook_secret", "anthropic_api_key", "openai_api_key", "private_key", "state_key"):
         value = getattr(settings, name, None)
         register(value.get_secret_value() if value is not None else None)
+    for handed in settings.handed_values():  # type: ignore[attr-defined]
+        register(handed)  # the values handed by name: secrets before the first line is logged
     try:
         register(settings.private_key_pem())  # type: ignore[attr-defined]
     except PlanCascadeError:

@@ -22,6 +22,7 @@ import yaml
 
 from bot.environment.declared import normalise, pyproject_requirements
 from bot.environment.repoview import table
+from bot.environment.requirements import logical_lines, requirement_of
 
 LOCKFILES = {"uv.lock", "poetry.lock", "package-lock.json", "pnpm-lock.yaml", "yarn.lock"}
 MANIFESTS = {"pyproject.toml", "package.json"}
@@ -76,6 +77,7 @@ def _is_requirements(path: str) -> bool:
 def packages(path: str, text: str) -> set[Pinned]:
     """The packages `text` (the file at `path`) names; empty when it cannot be parsed."""
     name = PurePosixPath(path).name
+    text = text.removeprefix("\ufeff")  # npm and pip drop a byte-order mark: never hides a line
     try:
         if name == "pyproject.toml":
             return _pyproject(tomllib.loads(text))
@@ -90,7 +92,7 @@ def packages(path: str, text: str) -> set[Pinned]:
         if name == "yarn.lock":
             return _yarn(text)
         if _is_requirements(path):
-            return _requirements(text.splitlines())
+            return _requirements(text)
     except (ValueError, TypeError, AttributeError, yaml.YAMLError):
         return set()
     return set()
@@ -122,14 +124,13 @@ def _pep508(requirement: str) -> Pinned | None:
     return Pinned("pip", name, spec or "any version", exact=False)
 
 
-def _requirements(lines: list[str]) -> set[Pinned]:
+def _requirements(text: str) -> set[Pinned]:
+    """Read as pip reads it (`bot.environment.requirements`)."""
     found = set()
-    for line in lines:
-        line = line.split(" #", 1)[0].strip()
-        if line and not line.startswith("#"):
-            pin = _pep508(line.rstrip("\\").strip())
-            if pin is not None:
-                found.add(pin)
+    for line in logical_lines(text):
+        pin = _pep508(requirement_of(line)) if not line.startswith("-") else None
+        if pin is not None:
+            found.add(pin)
     return found
 
 

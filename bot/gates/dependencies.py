@@ -8,8 +8,10 @@ looked up per check. An advisory counts for a version when its vulnerable range 
 range that does not parse counts: GitHub returned it for the package).
 
 The `dependencies` gate fails when an advisory is at or above `dependencies.fail_on` (malware
-always), is neutral when there are only milder ones or GitHub could not be asked, and
-passes otherwise; its output names each advisory and its fixed version (the agent reads it).
+always), is neutral when there are only milder ones or when anything was not checked (GitHub
+could not be asked, versions past `MAX_PACKAGES`, files the check did not read, an include
+outside the repository: partial coverage is never a pass), and passes otherwise; its output
+names each advisory and its fixed version (the agent reads it), and what was not checked.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ GATE = "dependencies"
 CHUNK = 100
 """Package versions asked for in one request (`affects` takes up to 1,000; URLs stay short)."""
 MAX_PACKAGES = 500
+"""Package versions looked up per check at most: the rest make the check neutral, never a pass."""
 KEEP = 20
 """Records kept in the plan state per story (those with advisories first)."""
 SEVERITY = {"unknown": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
@@ -160,10 +163,18 @@ def blocking(record: DependencyRecord, fail_on: str) -> list[AdvisoryNote]:
 
 
 def dependency_result(
-    found: Sequence[DependencyRecord], *, fail_on: str, error: str | None, attempt: int, duration_s: float
+    found: Sequence[DependencyRecord],
+    *,
+    fail_on: str,
+    error: str | None,
+    attempt: int,
+    duration_s: float,
+    unread: Sequence[str] = (),
 ) -> GateResult:
-    """The gate's result: failure (exit 1) on a blocking advisory, neutral when only milder ones
-    or GitHub could not be asked, success otherwise."""
+    """The gate's result: failure (exit 1) on a blocking advisory; neutral when only milder ones,
+    or when anything was not checked (GitHub could not be asked, versions past `MAX_PACKAGES`,
+    `unread`: what the change has that was not read, and why); success only when everything
+    the change brings in was looked up and nothing was found."""
     lines = [f"GitHub Advisory Database: {len(found)} package version(s) this change adds or upgrades", ""]
     stops = 0
     for record in found:
@@ -192,6 +203,14 @@ def dependency_result(
             lines.append(f"  {note.id} ({kind}): {note.summary}; {fix}{mark}")
     if error:
         lines += ["", f"Not checked: {error}"]
+    skipped = list(unread)
+    unchecked = sum(r.exact and not r.checked for r in found)
+    if unchecked and not error:
+        past = f"{unchecked} package version(s) not looked up: a check looks up at most {MAX_PACKAGES}"
+        skipped.insert(0, past)
+    if skipped:
+        lines += ["", "Not checked, so this check is neutral rather than a pass:"]
+        lines += [f"- {what}" for what in skipped]
     if stops:
         lines += [
             "",
@@ -206,5 +225,5 @@ def dependency_result(
         output="\n".join(lines),
         duration_s=duration_s,
         attempt=attempt,
-        judged="neutral" if not stops and (error or milder) else None,
+        judged="neutral" if not stops and (error or milder or skipped) else None,
     )

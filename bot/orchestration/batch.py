@@ -59,7 +59,7 @@ async def merge_batch(
     branch = batch_branch(run.branch_prefix, batch)
     base = batch_base(run, batch)
     path = run.work_root / f"batch-{batch}"
-    done = await _already_merged(run, branch, base, story_ids) if push is not None else None
+    done = await _already_merged(run, batch, base, story_ids) if push is not None else None
     if done is not None:  # a publish redone after a crash: what was merged and pushed stands
         await run.mirror.git("update-ref", f"refs/heads/{branch}", done)
     wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=done is None)
@@ -121,16 +121,17 @@ async def _finish_merge(
     )
 
 
-async def _already_merged(run: Run, branch: str, base: str, story_ids: list[str]) -> str | None:
+async def _already_merged(run: Run, batch: int, base: str, story_ids: list[str]) -> str | None:
     """The remote batch branch, when the bot already merged exactly these stories onto this base."""
+    branch = batch_branch(run.branch_prefix, batch)
     remote = f"refs/remotes/origin/{branch}"
     head = await run.mirror.git("rev-parse", "--verify", "--quiet", f"{remote}^{{commit}}", check=False)
     if head.returncode != 0:
         return None
     sha = head.stdout.strip()
-    email = (await run.mirror.git("log", "-1", "--format=%ae", sha)).stdout.strip()
-    if not run.author.ours(email):
-        return None  # someone else's work: the publisher's hands-off rule decides
+    recorded = next((b.head_sha for b in run.state.batches if b.number == batch), None)
+    if sha != recorded and not run.mirror.pushed(branch, sha):
+        return None  # a head the bot did not push (whoever its author): the hands-off rule decides
     needed = [base, *(f"refs/heads/{story_branch(run.branch_prefix, sid)}" for sid in story_ids)]
     for ref in needed:
         inside = await run.mirror.git("merge-base", "--is-ancestor", ref, sha, check=False)

@@ -5,6 +5,9 @@ Runs after the push, before the gates, when the change since `base` touches a fi
 on the head, the versions (with their advisories) in the story's record for the PR body, and
 a result the story's attempt counts like a gate's (a failure goes back to the agent, with the
 advisory and its fixed version). Without changed dependency files nothing is reported.
+Requirements files are read as pip reads them, with the files they include (`-r`, `-c`) inside
+the repository; what is not read (files past `MAX_FILES`, too large, an include outside the
+repository) is named in the check, which is then neutral, never a pass.
 A GitHub error makes the check neutral ("not checked"), never a failed story: the agent could
 not fix it. Local runs have no Advisory Database (`run.advisories` is None) and skip it.
 """
@@ -16,6 +19,7 @@ import logging
 import time
 
 from bot.environment.lockfiles import Change, changes, is_dependency_file
+from bot.environment.requirements import decode, includes
 from bot.errors import GitHubError
 from bot.gates.dependencies import GATE, KEEP, dependency_result, records
 from bot.gates.detect import GateSpec
@@ -25,31 +29,99 @@ from bot.workspace.git import OutputTooLarge
 
 log = logging.getLogger(__name__)
 MAX_FILES = 50
-"""Dependency files read per check at most (a monorepo's)."""
+"""Dependency files read per check at most (a monorepo's): those adding most lines first; the
+rest make the check neutral, never a pass."""
 MAX_FILE_BYTES = 32 * 2**20
+MAX_INCLUDES = 50
+"""Files one requirements file may include (`-r`, `-c`, recursively) that are read."""
+PIP_NAMES = (".txt", ".in")
+"""A changed file named so may be included by a requirements file that did not change."""
 
 
-async def changed_dependencies(run: Run, *, base: str, head: str) -> list[Change]:
-    """The package versions the dependency files changed in `base..head` bring in."""
-    listed = await run.mirror.git("diff", "--name-only", "--no-renames", "-z", base, head, "--")
-    paths = [p for p in listed.stdout.split("\0") if p and is_dependency_file(p)][:MAX_FILES]
+async def changed_dependencies(run: Run, *, base: str, head: str) -> tuple[list[Change], list[str]]:
+    """The package versions the dependency files changed in `base..head` bring in, and what the
+    change has that was not read (each with why)."""
+    listed = await run.mirror.git("diff", "--numstat", "--no-renames", "-z", base, head, "--")
+    added: dict[str, int] = {}
+    for entry in listed.stdout.split("\0"):
+        fields = entry.split("\t", 2)  # added, deleted ("-" for a binary file), path
+        if len(fields) == 3 and fields[2]:
+            added[fields[2]] = int(fields[0]) if fields[0].isdigit() else 0
+    paths = [p for p in added if is_dependency_file(p)]
+    if any(p.endswith(PIP_NAMES) for p in added if p not in paths):
+        paths += await _includers(run, head, changed=set(added), known=set(paths))
+    paths.sort(key=lambda p: -added.get(p, 0))  # empty files cannot hide a real manifest
+    unread = [f"{p}: not read, a check reads at most {MAX_FILES} dependency files" for p in paths[MAX_FILES:]]
     found: list[Change] = []
-    for path in paths:
-        after = await _read(run, head, path)
+    for path in paths[:MAX_FILES]:
+        after = await _text(run, head, path, unread)
         if after is None:
-            continue  # deleted (or too large to read: logged)
-        before = await _read(run, base, path)
+            continue  # deleted (or too large to read: in `unread`)
+        before = await _text(run, base, path, None)
         found += await asyncio.to_thread(changes, path, before, after)
+    return found, unread
+
+
+async def _includers(run: Run, head: str, *, changed: set[str], known: set[str]) -> list[str]:
+    """Requirements files at `head` (unchanged ones) that include a changed file: those naming an
+    include option (`git grep`, one call) are read."""
+    flags = [arg for flag in ("-r", "-c", "--requirement", "--constraint") for arg in ("-e", flag)]
+    grep = await run.mirror.git(
+        "grep", "-l", "-z", "-F", "-I", *flags, head, "--", *(f"*{suffix}" for suffix in PIP_NAMES),
+        check=False,
+    )  # fmt: skip
+    found = []
+    for name in grep.stdout.split("\0"):
+        path = name.removeprefix(f"{head}:")
+        if not path or path in known or not is_dependency_file(path):
+            continue
+        data = await _read(run, head, path)
+        if data is not None and any(i.path in changed for i in includes(path, decode(data))):
+            found.append(path)
     return found
 
 
-async def _read(run: Run, rev: str, path: str) -> str | None:
+async def _text(run: Run, rev: str, path: str, unread: list[str] | None) -> str | None:
+    """The file at `rev` as its tool reads it: a requirements file decoded as pip decodes it,
+    with the files it includes inside the repository after it. What could not be read is said
+    in `unread` (when given)."""
+    data = await _read(run, rev, path, unread)
+    if data is None or not path.endswith(PIP_NAMES):
+        return None if data is None else data.decode("utf-8", errors="replace")
+    parts, queue, seen = [decode(data)], [(path, decode(data))], {path}
+    while queue:
+        current, text = queue.pop(0)
+        for include in includes(current, text):
+            if include.path is None:
+                _say(unread, f"`{include.written}` (included by {current}): outside the repository")
+            elif include.path not in seen and len(seen) > MAX_INCLUDES:
+                _say(unread, f"{include.path} (included by {current}): past {MAX_INCLUDES} includes")
+            elif include.path not in seen:
+                seen.add(include.path)
+                got = await _read(run, rev, include.path, unread)
+                if got is None:
+                    _say(unread, f"{include.path} (included by {current}): not in the repository")
+                    continue
+                parts.append(decode(got))
+                queue.append((include.path, parts[-1]))
+    return "\n\n".join(parts)  # a blank line: no continuation runs from one file into the next
+
+
+def _say(unread: list[str] | None, what: str) -> None:
+    if unread is not None and what not in unread:
+        unread.append(what)
+
+
+async def _read(run: Run, rev: str, path: str, unread: list[str] | None = None) -> bytes | None:
     try:
-        shown = await run.mirror.git("show", f"{rev}:{path}", check=False, max_output=MAX_FILE_BYTES)
+        shown = await run.mirror.git(
+            "show", f"{rev}:{path}", check=False, max_output=MAX_FILE_BYTES, raw=True
+        )
     except OutputTooLarge:
         log.warning("%s at %s is too large: its dependencies are not read", path, rev[:12])
+        _say(unread, f"{path}: not read, larger than {MAX_FILE_BYTES // 2**20} MiB")
         return None
-    return shown.stdout if shown.returncode == 0 else None
+    return shown.raw if shown.returncode == 0 else None
 
 
 async def check_dependencies(
@@ -60,9 +132,9 @@ async def check_dependencies(
     if lookup is None or not run.config.dependencies.check:
         return []
     base = await run.mirror.resolve(base_ref)
-    found = await changed_dependencies(run, base=base, head=head)
+    found, unread = await changed_dependencies(run, base=base, head=head)
     record = run.state.stories[story_id]
-    if not found:
+    if not found and not unread:
         if record.dependencies:  # an earlier attempt's list no longer holds
             await run.story(story_id, dependencies=[], dependencies_more=0)
         return []
@@ -78,7 +150,12 @@ async def check_dependencies(
     listed = records(found, notes)
     fail_on = run.config.dependencies.fail_on
     result = dependency_result(
-        listed, fail_on=fail_on, error=error, attempt=attempt, duration_s=time.monotonic() - started
+        listed,
+        fail_on=fail_on,
+        error=error,
+        attempt=attempt,
+        duration_s=time.monotonic() - started,
+        unread=unread,
     )
     gates = {**run.state.stories[story_id].gates, GATE: conclusion(result)}
     more = max(0, len(listed) - KEEP)

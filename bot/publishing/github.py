@@ -183,8 +183,8 @@ class GitHubPublisher:
 
         async def push(head: str) -> bool:
             remote = await run.mirror.remote_sha(branch)
-            if remote is not None and remote != record.head_sha and not await authored_by_bot(run, remote):
-                return False
+            if remote is not None and remote != record.head_sha and not run.mirror.pushed(branch, remote):
+                return False  # a head the bot cannot show it pushed is a person's, whoever its author
             if remote != head:
                 await run.mirror.push(branch, expected_remote_sha=remote, force=True)
             return True
@@ -322,13 +322,3 @@ def _review_note(review: BatchReview | None) -> str | None:
             f"The acceptance review sent {', '.join(review.sent_back)} back with its reasoning before this."
         )
     return None
-
-
-async def authored_by_bot(run: Run, sha: str) -> bool:
-    """Whether the remote branch head is a commit we made (after a crash before saving state)."""
-    try:
-        await run.mirror.fetch()
-        out = await run.mirror.git("log", "-1", "--format=%ae", sha, check=False)
-    except GitHubError:
-        return False
-    return run.author.ours(out.stdout)

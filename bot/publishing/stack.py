@@ -26,7 +26,6 @@ from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch, story_branch
 from bot.plan.stack import batch_of_branch, expected_base, is_open, lowest_open
 from bot.plan.state import PlanState, StoryState, StoryStatus, with_batch
-from bot.publishing.github import authored_by_bot
 from bot.publishing.rollup import carry_rollup, post_rollup
 from bot.rendering import stack as say
 from bot.rendering.pr_body import pr_body, pr_title
@@ -180,8 +179,11 @@ class StackKeeper:
         record = state.batches[number - 1]
         branch = record.branch or batch_branch(run.branch_prefix, number)
         remote = await run.mirror.remote_sha(branch)
-        if remote not in (None, head) and not await authored_by_bot(run, remote):
-            return  # someone else's work is on the branch now: never over it
+        if remote is not None and remote != head and not run.mirror.pushed(branch, remote):
+            note = say.not_reopened(branch=branch, seen=remote, why=why)  # a person's work: never over it
+            await self._save(functools.partial(_set, number=number, hands_off=True, stack_note=note))
+            await self._comment(number, note)
+            return
         await run.mirror.git("update-ref", f"refs/heads/{branch}", head)
         try:
             head = await run.mirror.push(branch, expected_remote_sha=remote, force=remote is not None)
@@ -212,17 +214,20 @@ class StackKeeper:
         return found.returncode == 0
 
     async def _still_ours(self, number: int, branch: str, *, onto: str, exclude: list[str]) -> bool:
-        """The remote branch holds what the bot recorded (or a later commit of the bot's, after a
-        crash before it was recorded, which is adopted); else the bot leaves it alone and says how."""
+        """The remote branch holds what the bot recorded (or a later head the bot pushed, after a
+        crash before it was recorded, which is adopted); else the bot leaves it alone and says how,
+        once. Who authored the head does not count: an amend or a rebase keeps the bot's author."""
         run = self.run
         record = run.state.batches[number - 1]
         remote = await run.mirror.remote_sha(branch)
         if remote == record.head_sha:
             return True
-        if remote is not None and await authored_by_bot(run, remote):
+        if remote is not None and run.mirror.pushed(branch, remote):
             log.info("batch %s's remote head %s is the bot's: adopted", number, remote[:12])
             await self._save(functools.partial(_set, number=number, head_sha=remote))
             return True
+        if record.hands_off:
+            return False  # said already
         note = say.someone_pushed(
             branch=branch, seen=remote, onto=onto, exclude=exclude[0] if exclude else None
         )

@@ -94,16 +94,27 @@ def rebuild_error(*, onto: str, cause: str, error: str) -> str:
 
 def someone_pushed(*, branch: str, seen: str | None, onto: str, exclude: str | None) -> str:
     """Someone else pushed to a batch branch: the bot will not rewrite it; how to do it by hand."""
-    now = f" (now `{seen[:12]}`)" if seen else " (it is gone)"
+    now = f" (now `{seen[:12]}`, a commit Plan Cascade did not push)" if seen else " (it is gone)"
     upstream = exclude or "<the commit it was built on>"
     return (
         f"Someone else pushed to `{branch}`{now}, so Plan Cascade will not rebuild it on {onto}: "
-        "it never force-pushes over a person's work. To do it by hand:\n\n"
+        "it never force-pushes over a person's work, and an amended or rebased commit is that "
+        "person's even when it keeps the bot's author. To do it by hand:\n\n"
         "```sh\n"
         f"git fetch origin\n"
         f"git rebase --rebase-merges --onto {onto} {upstream} {branch}\n"
         f"git push --force-with-lease origin {branch}\n"
         "```"
+    )
+
+
+def not_reopened(*, branch: str, seen: str, why: str) -> str:
+    """A stranded batch's branch holds a commit the bot did not push: it is not put back."""
+    return (
+        f"Batch branch `{branch}` needs a new pull request ({why}), but it now holds `{seen[:12]}`, "
+        "a commit Plan Cascade did not push, so Plan Cascade did not put its own head back nor "
+        "open the pull request: it never force-pushes over a person's work. Open the pull request "
+        f"from `{branch}` yourself when it is ready."
     )
 
 

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigurationError
 from bot.llm.registry import configuration_problem
+from bot.redaction import register_secret
 from bot.runtime.egress_defaults import default_agent_egress
 from bot.workspace.certs import ca_env
 from bot.workspace.cgroups import find_cgroups
@@ -256,6 +257,8 @@ class Settings(BaseSettings):
     ) -> Sandbox:
         """The operator's sandbox for every process started on untrusted code."""
         env = os.environ if environ is None else environ
+        for value in self.handed_values(env):  # this process holds them now: never in clear, never pushed
+            register_secret(value)
         names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
         agent_env = {name: env[name] for name in names if name in env}
         setup_names = [n.strip() for n in self.setup_env.split(",") if n.strip()]
@@ -275,6 +278,14 @@ class Settings(BaseSettings):
             limits=self.sandbox_limits(cgroups=(self.sandbox or default) != "off"),
             mcp=McpPolicy(self.mcp_egress_hosts(), self.mcp_allow_all_tools, mcp_variables(env)),
         )
+
+    def handed_values(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """The values handed over by name: of the variables `PLAN_CASCADE_AGENT_ENV` and
+        `PLAN_CASCADE_SETUP_ENV` name, and of `PLAN_CASCADE_MCP_*` (what MCP servers may name).
+        They have no shape a rule knows, so they are secrets by where they come from."""
+        env = os.environ if environ is None else environ
+        names = {n.strip() for n in f"{self.agent_env},{self.setup_env}".split(",") if n.strip()}
+        return [env[n] for n in sorted(names) if env.get(n)] + list(mcp_variables(env).values())
 
     def sandbox_limits(self, *, cgroups: bool = True) -> Limits:
         """What each confined process may use of the host; with `cgroups`, where its cgroups go."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -162,7 +163,10 @@ class EgressProxy:
         if len(head) > HEAD_LIMIT:
             return
         lines = head.decode("latin-1").split("\r\n")
-        method, target, version = [*lines[0].split(" "), "", ""][:3]
+        parsed = _REQUEST_LINE.fullmatch(lines[0])
+        if parsed is None:  # a bare CR/LF, a tab or a third space would reach the upstream as it is
+            return await _answer(writer, 400, "a malformed request line: METHOD target HTTP/1.x only")
+        method, target, version = parsed.groups()
         body = 0
         if method == "CONNECT":
             host, port = split_host_port(target, default=443)
@@ -220,6 +224,9 @@ def _header_name(line: str) -> str:
 
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+_REQUEST_LINE = re.compile(r"([A-Z]{1,16}) ([\x21-\x7e]{1,8192}) (HTTP/1\.[01])")
+"""What a request line may be: one space on each side of a target of visible ASCII (no control
+character, no other whitespace), and HTTP/1.0 or HTTP/1.1 (RFC 9112, 3)."""
 
 
 def _plain_refusal(method: str, version: str, headers: Sequence[str], *, bodies: bool = False) -> str:

@@ -59,6 +59,8 @@ MIRROR_CONFIG_KEYS = frozenset(
 """What `git clone --bare` and the bot write into a mirror's config; anything else is foreign."""
 MADE_FILE = "plan-cascade-made"
 """In a mirror: `<local commit> <GitHub's copy>` per line, for commits GitHub made through its API."""
+PUSHED_FILE = "plan-cascade-pushed"
+"""In a mirror: `<sha> <branch>` per line, written before each push: the heads the bot pushed."""
 
 
 def mirror_slug(clone_url: str) -> str:
@@ -307,10 +309,26 @@ class Mirror:
         With a `pusher` it decides how: GitHub may make the commits itself (new shas, signed),
         and then the local branch (and every local branch on those commits) holds GitHub's.
         """
+        local = read_ref(self.path, f"refs/heads/{branch}") or await self.resolve(f"refs/heads/{branch}")
+        with (self.path / PUSHED_FILE).open("a") as out:  # before the push: a crash after it adopts it
+            out.write(f"{local} {branch}\n")
         if self.pusher is not None:
             return await self.pusher.push(self, branch, expected_remote_sha=expected_remote_sha, force=force)
         await self.git_push(branch, expected_remote_sha=expected_remote_sha, force=force)
         return read_ref(self.path, f"refs/heads/{branch}") or await self.resolve(f"refs/heads/{branch}")
+
+    def pushed(self, branch: str, sha: str) -> bool:
+        """Whether the bot pushed `sha` to `branch` from this mirror (or GitHub made it of a commit
+        the bot pushed there): the proof that a remote head is the bot's, never its author."""
+        try:
+            text = (self.path / PUSHED_FILE).read_text()
+        except OSError:
+            return False
+        made = self._made()
+        return any(
+            name == branch and sha in (local, made.get(local))
+            for local, _, name in (line.partition(" ") for line in text.splitlines())
+        )
 
     def published_as(self, sha: str) -> str:
         """What the remote holds for local commit `sha`: GitHub's commit made of it, or itself."""

@@ -6,7 +6,8 @@ a credential added by one commit and removed by the next still travels. So each 
 (`--text`: a credential in a file git thinks binary is found too), without the repository's
 diff drivers or text conversions (`--no-ext-diff --no-textconv`), rename-aware (a moved file
 adds no lines), and with at most `MAX_DIFF_BYTES` read: a bigger change is refused whole,
-since what was not read cannot be said to be clean.
+since what was not read cannot be said to be clean. Every path a commit adds, copies or renames
+to is scanned as well, with the same rules: a name is pushed too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from bot.workspace.git import OutputTooLarge
-from bot.workspace.secretscan import AddedLine, Finding, scan
+from bot.workspace.secretscan import NAME_LINE, AddedLine, Finding, scan
 from bot.workspace.worktree import Worktree
 
 MAX_DIFF_BYTES = 64 * 2**20
@@ -81,15 +82,30 @@ async def commits_diff(wt: Worktree, *, since: str, head: str) -> str:
     return result.stdout
 
 
+async def added_paths(wt: Worktree, *, since: str, head: str) -> list[str]:
+    """Every path a commit of `since..head` adds, copies or renames to, once each: a name is
+    pushed too (an empty file adds no line, a rename none)."""
+    result = await wt.mirror.git(
+        "log", "--format=", "--name-only", "-z", "--diff-filter=ACR", "--find-renames",
+        "--diff-merges=first-parent", "--no-ext-diff", "--no-textconv",
+        "--end-of-options", f"{since}..{head}", "--",
+        max_output=MAX_DIFF_BYTES,
+    )  # fmt: skip
+    return list(dict.fromkeys(p.strip("\n") for p in result.stdout.split("\0") if p.strip("\n")))
+
+
 async def outgoing_secrets(
     wt: Worktree, *, since: str, head: str, known: Sequence[str], ignore: Sequence[str]
 ) -> list[Finding]:
-    """Credentials in what pushing `head` would send beyond `since` (empty: it may go)."""
+    """Credentials in what pushing `head` would send beyond `since`, in its lines and in its
+    paths (empty: it may go)."""
     try:
         diff = await commits_diff(wt, since=since, head=head)
+        paths = await added_paths(wt, since=since, head=head)
     except OutputTooLarge:
         return [Finding(f"more than {MAX_DIFF_BYTES // 2**20} MB of changes", 0, TOO_LARGE)]
-    return scan(added_lines(diff), known=known, ignore=ignore)
+    names = (AddedLine(path, NAME_LINE, path) for path in paths)
+    return scan([*added_lines(diff), *names], known=known, ignore=ignore)
 
 
 async def uncommit(wt: Worktree, *, to: str) -> None:

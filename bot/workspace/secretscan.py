@@ -1,6 +1,7 @@
 """What a push may not carry: credentials in the lines a change adds. Pure: no I/O.
 
-Every line a story's commits add (see `bot.workspace.outgoing`) is checked against:
+Every line a story's commits add, and every path they add or rename to (`NAME_LINE`: told
+with the credential masked), (see `bot.workspace.outgoing`) is checked against:
 
 - detect-secrets' provider plugins: AWS, Azure storage, Artifactory, credentials in URLs,
   Cloudant, Discord, GitHub, GitLab, IBM Cloud, JSON web tokens, Mailchimp, npm, OpenAI,
@@ -63,7 +64,10 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 from detect_secrets.util.filetype import determine_file_type
 
 from bot.config.globs import is_denied
+from bot.redaction import MASK
 
+NAME_LINE = 0
+"""The line number of an `AddedLine` that is a path a change adds (its text is the path)."""
 SERVER_RULE = "a secret of the Plan Cascade server"
 """The rule of a finding that is one of the values the server registered (never shown)."""
 KEYWORD_RULE = "Secret Keyword"
@@ -212,15 +216,29 @@ def scan(
         for needle in needles:
             if needle in added.text:
                 key = (added.path, added.line, SERVER_RULE)
-                found.setdefault(key, Finding(added.path, added.line, SERVER_RULE))
+                found.setdefault(key, Finding(_shown(added, needle), added.line, SERVER_RULE))
         if added.path not in skipped:
             skipped[added.path] = bool(ignore) and is_denied(added.path, ignore)
         if skipped[added.path]:
             continue
         for rule, value in _rule_hits(added.path, added.text, rules):
             shown = "" if rule == "Private Key" or len(value) < 8 else hint(value)
-            found.setdefault((added.path, added.line, rule), Finding(added.path, added.line, rule, shown))
+            where = _shown(added, re.compile(_AROUND + re.escape(value) + _AROUND))
+            found.setdefault((added.path, added.line, rule), Finding(where, added.line, rule, shown))
     return list(found.values())
+
+
+_AROUND = r"[A-Za-z0-9_+=\-]*"
+"""What may surround a rule's value in a token (a rule may give only its prefix: `ghp`)."""
+
+
+def _shown(added: AddedLine, secret: str | re.Pattern[str]) -> str:
+    """Where a finding is, as told: a path that holds the credential itself shows it masked."""
+    if added.line != NAME_LINE:
+        return added.path
+    if isinstance(secret, str):
+        return f"{added.path.replace(secret, MASK)} (the file's name)"
+    return f"{secret.sub(MASK, added.path)} (the file's name)"
 
 
 def _windows(text: str) -> Iterable[str]:

@@ -11,6 +11,7 @@ import pytest
 from bot.workspace.outgoing import added_lines
 from bot.workspace.secretscan import (
     KEYWORD_RULE,
+    NAME_LINE,
     SERVER_RULE,
     AddedLine,
     failure,
@@ -159,3 +160,16 @@ def test_a_long_token_across_any_window_edge_is_found() -> None:
     for start in (3500, 3900, 4090):
         line = "x" * start + f' t="{jwt}" '
         assert "JSON Web Token" in rules(line, path="dist/app.min.js"), start
+
+
+def test_a_credential_in_a_path_is_found_and_told_masked() -> None:
+    """Issue #47, defect 4: a path a change adds is scanned with the same rules (`NAME_LINE`)."""
+    server = "server-secret-" + secrets.token_hex(8)
+    names = [f"keys/{AWS_KEY}.txt", f"notes-{server}.md", "src/ordinary_name.py"]
+    found = scan([AddedLine(name, NAME_LINE, name) for name in names], known=[server])
+    assert [(f.where(), f.rule) for f in found] == [
+        ("keys/***.txt (the file's name)", "AWS Access Key"),
+        ("notes-***.md (the file's name)", SERVER_RULE),
+    ]
+    said = feedback(found) + failure(found, attempts=1)
+    assert AWS_KEY not in said and server not in said
