@@ -116,8 +116,10 @@ async def create_sample_repo(root: Path, *, python: str, agent: Path) -> None:
 
 
 async def run_demo(ctx: LocalContext, *, parent: Path | None = None) -> int:
-    """Create the sample repository and PRD, run the plan, say where everything is."""
-    base = Path(tempfile.mkdtemp(prefix="plan-cascade-demo-", dir=parent)).resolve()  # `--dir .` too
+    """Create the sample repository and PRD, run the plan, say where everything is.
+
+    `parent` must be absolute: the example agent is run by its path from inside a worktree."""
+    base = Path(tempfile.mkdtemp(prefix="plan-cascade-demo-", dir=parent))
     root = base / "textkit"
     root.mkdir()
     # The example agent is copied beside the repository: agents run sandboxed and see only
