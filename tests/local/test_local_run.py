@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
