@@ -114,13 +114,19 @@ class Throwaway:
         )
 
     def start(self) -> None:
-        data, log = self.root / "data", self.root / "server.log"
+        """Make the cluster (`initdb`) and start its server."""
+        data = self.root / "data"
         made = self._run(
             str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
             "-E", "UTF8", "--locale=C", "--no-sync",
         )  # fmt: skip
         if made.returncode != 0:
             raise RuntimeError(f"initdb failed ({made.returncode}): {made.stderr.strip()[-2000:]}")
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the (made) cluster's server again, on the same port."""
+        data, log = self.root / "data", self.root / "server.log"
         options = (
             f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
@@ -132,6 +138,14 @@ class Throwaway:
         if started.returncode != 0:
             tail = log.read_text(errors="replace")[-2000:] if log.is_file() else started.stderr
             raise RuntimeError(f"pg_ctl could not start the throwaway PostgreSQL: {tail.strip()}")
+
+    def halt(self) -> None:
+        """Stop the server as an operator would (`pg_ctl stop -m fast`), keeping the cluster."""
+        halted = self._run(
+            str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "-w", "stop"
+        )
+        if halted.returncode != 0:
+            raise RuntimeError(f"pg_ctl could not stop the throwaway PostgreSQL: {halted.stderr.strip()}")
 
     def stop(self) -> None:
         """Stop the server at once and remove its folder (again: nothing)."""
