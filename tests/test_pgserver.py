@@ -14,6 +14,7 @@ import pytest
 from tests import pgserver
 
 
+@pytest.mark.postgres
 def test_a_throwaway_server_starts_answers_and_is_removed(tmp_path: Path) -> None:
     bindir = pgserver.find_bindir()
     if bindir is None:  # like the postgres tests: a skip only where it is not installed, never in CI

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bot.app.readiness import GITHUB_FRESH_SECONDS, Readiness
 from bot.app.server import build_runtime, create_app
@@ -16,6 +17,7 @@ from tests import pgserver
 from tests.support import asgi_client, make_settings
 
 
+@pytest.mark.postgres
 async def test_readyz_fails_while_the_database_is_down_and_passes_when_it_is_back(tmp_path: Path) -> None:
     bindir = pgserver.find_bindir()
     if bindir is None:  # skipped only where PostgreSQL is not installed (a failure with REQUIRE_POSTGRES=1)
