@@ -112,6 +112,8 @@ def test_compose_runs_postgresql_a_web_process_and_a_worker_on_one_data_volume()
     assert web_args.host == EVERY_ADDRESS
     assert [str(p).rsplit(":", 1)[1] for p in web["ports"]] == [str(web_args.port)]
     assert "ports" not in worker and "ports" not in services["db"]
+    [expose] = [rest for kind, rest in instructions() if kind == "EXPOSE"]  # the image's HEALTHCHECK asks it
+    assert int(expose) == web_args.port and "healthcheck" not in web
 
     # ONE data volume, mounted where PLAN_CASCADE_DATA_DIR says, in the web process and the worker.
     data_dirs = {name: services[name]["environment"]["PLAN_CASCADE_DATA_DIR"] for name in APP_SERVICES}
