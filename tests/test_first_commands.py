@@ -94,6 +94,13 @@ def test_doctor_calls_a_placeholder_a_placeholder(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [".env"]
 
 
+async def test_doctor_still_checks_the_status_pages_token(tmp_path: Path) -> None:
+    short = Settings(PLAN_CASCADE_STATUS_TOKEN="too-short", PLAN_CASCADE_DATA_DIR=str(tmp_path / "d"))
+    results = {name: (ok, detail) for ok, name, detail in await run_checks(short)}
+    ok, detail = results["status page"]
+    assert ok is False and "PLAN_CASCADE_STATUS_TOKEN must be at least 16 characters" in detail
+
+
 async def test_doctor_names_every_missing_setting_and_asks_github_nothing_without_the_key(
     tmp_path: Path,
 ) -> None:

@@ -156,6 +156,7 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
         (True, "sandbox"),
         (True, "TLS trust"),
         (True, "LLM"),
+        (True, "status page"),
         (True, "database"),
         (True, "GitHub API"),
         (True, "GitHub URLs"),

@@ -35,6 +35,7 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
     results.append(sandbox_check(settings))
     results.append(trust_check(settings))
     results.append(llm_check(settings))
+    results.append(status_page_check(settings))
     as_app = not problems.keys() & {"PLAN_CASCADE_APP_ID", "PLAN_CASCADE_PRIVATE_KEY"}
     results.append(await database_check(settings, create=as_app))
     results.append(
@@ -144,6 +145,17 @@ def llm_check(settings: Settings) -> Check:
     if fatal:
         return False, "LLM", message
     return True, "LLM", f"warning: {message} (issues without a ```prd block cannot be planned)"
+
+
+def status_page_check(settings: Settings) -> Check:
+    """Whether the status page is on, and its token one the server accepts."""
+    try:
+        token = settings.status_token_value()
+    except ConfigurationError as exc:
+        return False, "status page", exc.message
+    if token is None:
+        return True, "status page", "off (PLAN_CASCADE_STATUS_TOKEN is not set)"
+    return True, "status page", "on at /status, for whoever holds PLAN_CASCADE_STATUS_TOKEN"
 
 
 def sandbox_check(settings: Settings) -> Check:
