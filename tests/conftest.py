@@ -78,3 +78,19 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
             "GITHUB_API_URL",
         }:
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> str:
+    """The session's PostgreSQL (`tests.pgserver`): the local server, else a throwaway one; skipped
+    with the install command where PostgreSQL is not installed (a failure with REQUIRE_POSTGRES=1)."""
+    from tests import pgserver
+
+    return pgserver.session_url(pgserver.admin_url())
+
+
+@pytest.fixture(autouse=True)
+def _postgres(request: pytest.FixtureRequest) -> None:
+    """Tests marked `postgres` get the session's server before they start (or skip without one)."""
+    if request.node.get_closest_marker("postgres") is not None:
+        request.getfixturevalue("postgres_admin_url")

@@ -17,7 +17,6 @@ import httpx
 from bot.runtime.settings import Settings
 
 WEBHOOK_SECRET = "test-webhook-secret-1234"
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 @functools.cache
@@ -49,19 +48,24 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
 
 @asynccontextmanager
 async def postgres_database() -> AsyncIterator[str]:
-    """A fresh, empty PostgreSQL database on the local server; dropped afterwards."""
+    """A fresh, empty PostgreSQL database on the session's server (`tests.pgserver`: the local one,
+    else a throwaway one; the test must be marked `postgres`); dropped afterwards."""
     import asyncpg
 
+    from tests.pgserver import admin_url
+
+    admin_dsn = admin_url()
+    assert admin_dsn is not None, "mark the test `postgres`: it is skipped where PostgreSQL is not installed"
     name = f"pc_test_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(PG_ADMIN_URL)
+    admin = await asyncpg.connect(admin_dsn)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
     try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+        yield admin_dsn.replace("postgresql://", "postgresql+asyncpg://").rsplit("/", 1)[0] + f"/{name}"
     finally:
-        admin = await asyncpg.connect(PG_ADMIN_URL)
+        admin = await asyncpg.connect(admin_dsn)
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:

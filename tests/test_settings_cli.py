@@ -152,11 +152,11 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
 
     results = await run_checks(settings, transport=httpx.MockTransport(handler))
     assert [(ok, name) for ok, name, _ in results] == [
-        (True, "settings"),
-        (True, "private key"),
+        (True, "App"),
         (True, "sandbox"),
         (True, "TLS trust"),
         (True, "LLM"),
+        (True, "status page"),
         (True, "database"),
         (True, "GitHub API"),
         (True, "GitHub URLs"),
@@ -172,7 +172,7 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
 
     results = await run_checks(bad, transport=httpx.MockTransport(down))
     failed = {name: detail for ok, name, detail in results if not ok}
-    assert "PLAN_CASCADE_WEBHOOK_SECRET" in failed["settings"]
+    assert "PLAN_CASCADE_WEBHOOK_SECRET is a placeholder" in failed["App"]
     assert "unreachable" in failed["GitHub API"]
     assert failed["GitHub URLs"] == (
         "https://ghe.example.com looks like a GitHub Enterprise Server host: its REST API is "

@@ -10,55 +10,89 @@ from bot.db.engine import Database
 from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, web_url
-from bot.runtime.settings import Settings, check_private_key
+from bot.runtime.settings import Settings
 from bot.workspace.certs import CA_VARIABLES, ca_problems
 
-Check = tuple[bool, str, str]
+Check = tuple[bool | None, str, str]
+"""(ok, name, detail): ok is None for a check that was not made (it needs the App)."""
+
+NO_APP = (
+    "no App yet: run `plan-cascade serve` and open /setup, or try `plan-cascade demo` "
+    "(the demo and local mode, `plan-cascade run`, need none of these settings)"
+)
+NOT_CHECKED = "not checked: it needs the App's id and private key"
+APP_VARIABLES = ("PLAN_CASCADE_APP_ID", "PLAN_CASCADE_WEBHOOK_SECRET", "PLAN_CASCADE_PRIVATE_KEY")
 
 
 async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> list[Check]:
-    """Each check as (ok, name, detail); never raises."""
-    results: list[Check] = []
-    try:
-        settings.require_server_secrets()
-        results.append((True, "settings", "App id, webhook secret and private key are set"))
-    except ConfigurationError as exc:
-        results.append((False, "settings", exc.message))
-    try:
-        pem = settings.private_key_pem()
-        if pem:
-            check_private_key(pem)
-            results.append((True, "private key", "PEM RSA key loads"))
-        else:
-            results.append((False, "private key", "not set (PLAN_CASCADE_PRIVATE_KEY or _PATH)"))
-    except ConfigurationError as exc:
-        results.append((False, "private key", exc.message))
+    """Each check as (ok, name, detail); never raises.
 
+    Without the App's id and private key nothing is asked of GitHub and no file is written (the
+    default SQLite database is only looked for): there is nothing to check them against yet.
+    """
+    problems = settings.app_problems()
+    results: list[Check] = [app_check(problems)]
     results.append(sandbox_check(settings))
     results.append(trust_check(settings))
     results.append(llm_check(settings))
-    db = Database(settings.resolved_database_url)
+    results.append(status_page_check(settings))
+    as_app = not problems.keys() & {"PLAN_CASCADE_APP_ID", "PLAN_CASCADE_PRIVATE_KEY"}
+    results.append(await database_check(settings, create=as_app))
+    results.append(
+        await api_check(settings, transport=transport) if as_app else (None, "GitHub API", NOT_CHECKED)
+    )
+    results.append(urls_check(settings))
+    results.append(
+        await deliveries_check(settings, transport=transport)
+        if as_app
+        else (None, "webhook deliveries", NOT_CHECKED)
+    )
+    return results
+
+
+def app_check(problems: Mapping[str, str]) -> Check:
+    """The App's credentials: all set, none yet (where to start: a placeholder is no App either, but
+    one to remove), or which are missing or wrong."""
+    if not problems:
+        return True, "App", "App id, webhook secret and private key are set"
+    listed = "".join(f"\n  - {p}" for p in problems.values())
+    unset = [" is not set:" in p for p in problems.values()]
+    if len(problems) == len(APP_VARIABLES) and all(
+        " is not set:" in p or " is a placeholder" in p for p in problems.values()
+    ):
+        return (None if all(unset) else False), "App", NO_APP + listed
+    return False, "App", f"{len(problems)} of the App's settings missing or wrong, set them:{listed}"
+
+
+async def database_check(settings: Settings, *, create: bool = True) -> Check:
+    """Whether the database answers; without `create`, a default SQLite file that does not exist yet
+    is only named (the server makes it when it starts), never created."""
+    url = settings.resolved_database_url
+    if not create and settings.database_url is None:
+        path = settings.data_dir.resolve() / "plan-cascade.db"
+        if not path.is_file():
+            return None, "database", f"{path} does not exist yet: the server creates it when it starts"
+    elif not create:
+        return None, "database", NOT_CHECKED
+    db = Database(url)
     try:
         await db.ping()
-        results.append((True, "database", f"{db.engine.url.render_as_string(hide_password=True)} answers"))
+        return True, "database", f"{db.engine.url.render_as_string(hide_password=True)} answers"
     except Exception as exc:
-        results.append((False, "database", f"cannot connect: {str(exc)[:200]}"))
+        return False, "database", f"cannot connect: {str(exc)[:200]}"
     finally:
         await db.dispose()
 
+
+async def api_check(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> Check:
+    """Whether GitHub's API answers at GITHUB_API_URL."""
     url = settings.github_api_url.rstrip("/")
     try:
         async with httpx.AsyncClient(transport=transport, timeout=10) as client:
             resp = await client.get(url + "/meta" if "api.github.com" in url else url + "/")
-        if resp.status_code < 500:
-            results.append((True, "GitHub API", f"{url} answered {resp.status_code}"))
-        else:
-            results.append((False, "GitHub API", f"{url} answered {resp.status_code}"))
     except httpx.HTTPError as exc:
-        results.append((False, "GitHub API", f"{url} unreachable: {exc.__class__.__name__}: {exc}"))
-    results.append(urls_check(settings))
-    results.append(await deliveries_check(settings, transport=transport))
-    return results
+        return False, "GitHub API", f"{url} unreachable: {exc.__class__.__name__}: {exc}"
+    return resp.status_code < 500, "GitHub API", f"{url} answered {resp.status_code}"
 
 
 def urls_check(settings: Settings) -> Check:
@@ -111,6 +145,17 @@ def llm_check(settings: Settings) -> Check:
     if fatal:
         return False, "LLM", message
     return True, "LLM", f"warning: {message} (issues without a ```prd block cannot be planned)"
+
+
+def status_page_check(settings: Settings) -> Check:
+    """Whether the status page is on, and its token one the server accepts."""
+    try:
+        token = settings.status_token_value()
+    except ConfigurationError as exc:
+        return False, "status page", exc.message
+    if token is None:
+        return True, "status page", "off (PLAN_CASCADE_STATUS_TOKEN is not set)"
+    return True, "status page", "on at /status, for whoever holds PLAN_CASCADE_STATUS_TOKEN"
 
 
 def sandbox_check(settings: Settings) -> Check:

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from bot.app.readiness import Readiness
 from bot.app.wiring import default_background_tasks, default_job_kinds, default_router, wire_services
 from bot.db.engine import Database
 from bot.db.queue import JobQueue
@@ -140,7 +141,7 @@ def create_app(
     start_workers: bool = True,
     migrate: bool = True,
 ) -> WebhookApp:
-    """The application: `/webhook` (plain ASGI), then FastAPI's `/healthz`, `/metrics`, the
+    """The application: `/webhook` (plain ASGI), then FastAPI's `/healthz`, `/readyz`, `/metrics`, the
     status page (when its token is set) and lifespan (migrations, in-process workers)."""
     settings.require_server_secrets()
     llm = settings.llm_problem()
@@ -193,6 +194,18 @@ def create_app(
         except Exception as exc:
             return JSONResponse({"status": "unhealthy", "database": str(exc)[:200]}, status_code=503)
         return JSONResponse({"status": "ok", "database": "ok"})
+
+    readiness = Readiness(
+        db=rt.db,
+        settings=settings,
+        transport=rt.services.extras.get("github_transport")
+        or rt.services.extras.get("shared_github_transport"),
+    )
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        ready, body = await readiness.check()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

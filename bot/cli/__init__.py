@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="plan-cascade", description="A plan-first coding bot for GitHub.")
     parser.add_argument("--env-file", default=".env", help="read settings from this file too (default .env)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the webhook server with in-process workers")
     serve.add_argument("--host", default="127.0.0.1")
@@ -45,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # `plan-cascade` alone: what it can do
+        parser.print_help()
+        return 0
     try:
         return COMMANDS[args.command](args)
     except PlanCascadeError as exc:
@@ -146,8 +149,12 @@ def _doctor(args: argparse.Namespace) -> int:
     settings = load_settings(args.env_file)
     results = asyncio.run(run_checks(settings))
     for ok, name, detail in results:
-        print(f"{'ok ' if ok else 'FAIL'} {name}: {detail}")
-    return 0 if all(ok for ok, _, _ in results) else 1
+        print(f"{DOCTOR_MARKS[ok]} {name}: {detail}")
+    return 1 if any(ok is False for ok, _, _ in results) else 0
+
+
+DOCTOR_MARKS = {True: "ok  ", False: "FAIL", None: "--  "}
+"""How `doctor` marks a check: passed, failed, not made (it needs the App)."""
 
 
 def _register_secrets(settings: object, register: Callable[[str | None], None]) -> None:

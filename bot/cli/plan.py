@@ -218,4 +218,5 @@ def _demo(args: argparse.Namespace) -> int:
     from bot.local.demo import run_demo
     from bot.local.runner import LocalContext
 
-    return asyncio.run(run_demo(LocalContext(console=_console()), parent=args.dir))
+    parent = args.dir.absolute() if args.dir is not None else None  # `--dir .` too
+    return asyncio.run(run_demo(LocalContext(console=_console()), parent=parent))

@@ -13,6 +13,7 @@ out of commits; package caches live under the data dir, one set per repository.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,13 @@ yarn.lock when package.json names no manager (`bot.environment.node`). For the o
 being in the tree is enough."""
 NO_LOCKFILE = "no lockfile: `{command}` resolves the dependencies' versions now, they are not pinned"
 SetupSource = Literal["configured", "detected", "none"]
+COMMAND_NOT_FOUND = 127
+"""The shell's exit status for a program it cannot find."""
+TOOL_PATH_SETTING = "PLAN_CASCADE_TOOL_PATH"
+_NOT_FOUND = re.compile(
+    r"^(?:\S+: )?(?:line )?(?:\d+: )?(?P<program>[\w.+/-]{1,100}): (?:command )?not found\s*$", re.MULTILINE
+)
+"""dash's `sh: 1: cargo: not found`, bash's `bash: line 1: cargo: command not found`."""
 
 
 @dataclass
@@ -187,3 +195,21 @@ def with_env_path(env: Mapping[str, str], extra: Mapping[str, str]) -> dict[str,
     if "PATH" in extra:
         merged["PATH"] = f"{extra['PATH']}:{env.get('PATH', '')}".rstrip(":")
     return merged
+
+
+def missing_program(exit_code: int | None, output: str) -> str | None:
+    """The program setup could not find, when it exited 127 and the shell said which (else None)."""
+    if exit_code != COMMAND_NOT_FOUND:
+        return None
+    found = _NOT_FOUND.findall(output)
+    return found[-1] if found else None
+
+
+def missing_program_hint(program: str) -> str:
+    """Why setup stopped when `program` is not on the tool PATH: the server's, not the project's."""
+    rustup = " (rustup's `~/.cargo/bin`, for example)" if Path(program).name in ("cargo", "rustc") else ""
+    return (
+        f"`{program}` is not on the server's tool PATH (exit 127: command not found), so this is the "
+        f"server's setup, not the project's: whoever runs Plan Cascade installs `{program}` there or adds "
+        f"the directory that holds it to `{TOOL_PATH_SETTING}`{rustup}"
+    )

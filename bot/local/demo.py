@@ -116,7 +116,9 @@ async def create_sample_repo(root: Path, *, python: str, agent: Path) -> None:
 
 
 async def run_demo(ctx: LocalContext, *, parent: Path | None = None) -> int:
-    """Create the sample repository and PRD, run the plan, say where everything is."""
+    """Create the sample repository and PRD, run the plan, say where everything is.
+
+    `parent` must be absolute: the example agent is run by its path from inside a worktree."""
     base = Path(tempfile.mkdtemp(prefix="plan-cascade-demo-", dir=parent))
     root = base / "textkit"
     root.mkdir()
@@ -137,8 +139,23 @@ async def run_demo(ctx: LocalContext, *, parent: Path | None = None) -> int:
         console=console, ask=None, llm_for=None, data_root=None, tool_path=tool_path, sandbox=ctx.sandbox
     )
     code = await start_run(RunRequest(repo=root, prd_file=prd, yes=True), demo_ctx)
-    console.print(f"demo repository: {root}", soft_wrap=True)
-    console.print(f"the PRD: {prd}", soft_wrap=True)
-    console.print(f"look at the branches: git -C {root} log --oneline --graph --all", soft_wrap=True)
-    console.print(f"{EXAMPLE_AGENT_NOTE}; remove {base} when done", soft_wrap=True)
+    for line in closing_lines(base=base, root=root, prd=prd):
+        console.print(line, soft_wrap=True, highlight=False)
     return code
+
+
+def closing_lines(*, base: Path, root: Path, prd: Path) -> list[str]:
+    """What the demo showed, where it is, and the next step on the user's own repository."""
+    return [
+        "STORY-002 failed its first attempt on purpose: the example agent plants a bug there (runs of "
+        "spaces counted as words) to show a failing gate fed back to the agent, and the retry that passes.",
+        f"demo repository: {root}",
+        f"the PRD: {prd}",
+        f"look at the branches: git -C {root} log --oneline --graph --all",
+        f"{EXAMPLE_AGENT_NOTE}; remove {base} when done",
+        "Next, on your own repository (any git repository with a commit), with a real agent: set "
+        "ANTHROPIC_API_KEY (or PLAN_CASCADE_LLM_PROVIDER and that provider's key), then in it run",
+        '  plan-cascade run "what to build, in a sentence"',
+        f"or run a PRD you wrote, like {prd}:",
+        "  plan-cascade run --prd prd.yaml",
+    ]

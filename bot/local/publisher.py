@@ -116,6 +116,12 @@ async def git_dir(root: Path) -> Path:
     return (path if path.is_absolute() else root / path).resolve()
 
 
+async def push_remote(root: Path) -> str | None:
+    """The remote batch branches would be pushed to: `origin`, else the first one; None without any."""
+    names = (await user_git(root, "remote", check=False)).stdout.split()
+    return "origin" if "origin" in names else (names[0] if names else None)
+
+
 async def ref_sha(root: Path, branch: str) -> str | None:
     """The commit a local branch of the user's repository points at, or None."""
     found = await user_git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)

@@ -136,10 +136,14 @@ def progress_table(state: PlanState) -> Table:
     return table
 
 
-def summary_lines(record: LocalRun, *, notes: Sequence[str] = ()) -> list[Text]:
+def summary_lines(
+    record: LocalRun, *, notes: Sequence[str] = (), remote: str | None = "origin"
+) -> list[Text]:
     """What happened, which branches exist in the user's repository, and how to go on.
 
-    Print them with `soft_wrap=True`: the commands in them must stay whole to be copied.
+    `remote` is the repository's remote to push to (None: it has none, as the demo's: then the
+    branches are shown, not pushed). Print them with `soft_wrap=True`: the commands in them must
+    stay whole to be copied.
     """
     state = record.state
     counts = story_counts(state)
@@ -162,12 +166,18 @@ def summary_lines(record: LocalRun, *, notes: Sequence[str] = ()) -> list[Text]:
     if branches:
         lines.append(Text(f"Branches created in {record.repo}:"))
         lines += [Text(f"  {branch}") for _, branch in branches]
-        lines.append(Text("Push them:"))
-        lines += [Text(f"  git push origin {branch}") for _, branch in branches]
-        lines.append(Text("Then open pull requests (each batch on the one before):"))
-        for number, branch in branches:
-            base = record.base_branch if number == 1 else batch_branch(record.branch_prefix, number - 1)
-            lines.append(Text(f"  gh pr create --head {branch} --base {base} --fill"))
+        bases = [
+            (branch, record.base_branch if number == 1 else batch_branch(record.branch_prefix, number - 1))
+            for number, branch in branches
+        ]
+        if remote is None:
+            lines.append(Text("This repository has no remote to push them to; see what each batch changed:"))
+            lines += [Text(f"  git -C {record.repo} log --stat {base}..{branch}") for branch, base in bases]
+        else:
+            lines.append(Text("Push them:"))
+            lines += [Text(f"  git push {remote} {branch}") for branch, _ in bases]
+            lines.append(Text("Then open pull requests (each batch on the one before):"))
+            lines += [Text(f"  gh pr create --head {branch} --base {base} --fill") for branch, base in bases]
     else:
         lines.append(Text("No branch was created."))
     lines += [Text(f"note: {n}", style="yellow") for n in notes]

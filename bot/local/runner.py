@@ -31,7 +31,7 @@ from bot.config.repo import CONFIG_PATH, RepoConfig
 from bot.errors import AgentError, PlanValidationError, RepoConfigError, StateError, WorkspaceError
 from bot.local import publisher as repo_git
 from bot.local.planning import plan_description
-from bot.local.publisher import LocalPublisher
+from bot.local.publisher import LocalPublisher, push_remote
 from bot.local.render import plan_view, summary_lines
 from bot.local.reporter import LocalReporter
 from bot.local.store import LocalRun, RunStore, run_id_for, slugify
@@ -320,7 +320,8 @@ async def drive(record: LocalRun, *, config: RepoConfig, store: RunStore, ctx: L
             await execute(run)
         except asyncio.CancelledError:
             interrupted = True
-    for line in summary_lines(reporter.record, notes=publisher.notes):
+    remote = await push_remote(Path(record.repo))
+    for line in summary_lines(reporter.record, notes=publisher.notes, remote=remote):
         ctx.console.print(line, soft_wrap=True)
     if interrupted:
         ctx.console.print(f"interrupted: resume with `plan-cascade resume {record.id} --repo {record.repo}`")

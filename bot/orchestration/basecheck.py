@@ -26,6 +26,7 @@ import logging
 from pathlib import Path
 
 from bot.config.repo import GatesConfig
+from bot.environment.setup import missing_program
 from bot.gates.baseline import JUDGING_VERSION, base_gate
 from bot.gates.detect import GateSpec
 from bot.gates.run import run_gate
@@ -36,6 +37,7 @@ from bot.orchestration.setup import gate_confinement, prepare, tool_env
 from bot.orchestration.story import gate_specs
 from bot.plan.baseline import BaseCheck
 from bot.plan.state import StoryStatus
+from bot.workspace.process import SAFE_PATH
 from bot.workspace.worktree import Worktree, add_worktree, cleanup
 
 log = logging.getLogger(__name__)
@@ -125,10 +127,18 @@ async def _run_setup(
     if setup is None:
         return check, False
     if not setup.passed:
-        log.warning("%s: setup fails on %s (exit %s)", run.state.key, label, setup.exit_code)
+        missing = missing_program(setup.exit_code, setup.output)
+        log.warning(
+            "%s: setup fails on %s (exit %s)%s",
+            run.state.key,
+            label,
+            setup.exit_code,
+            f": `{missing}` is not on the tool PATH {run.tool_path or SAFE_PATH}" if missing else "",
+        )
         failed = {
             "setup": "timed_out" if setup.timed_out else "failure",
             "setup_output": setup.output.strip()[-SETUP_TAIL_CHARS:],
+            "setup_exit_code": setup.exit_code,
         }
         return check.model_copy(update=failed), False
     written = await setup_wrote(wt)  # before the gates add their caches

@@ -12,6 +12,7 @@ import functools
 import logging
 from typing import Any
 
+from bot.environment.setup import missing_program
 from bot.gates.report import fenced_tail
 from bot.orchestration.basecheck import check_base, needs_base_check
 from bot.orchestration.batch import merge_batch
@@ -202,7 +203,10 @@ async def _stop_for_base_setup(run: Run, check: BaseCheck) -> PlanState:
     await run.say(
         f"base-setup-{check.key[:12]}",
         messages.base_setup_failed(
-            label=label, commands=fenced_tail("\n".join(run.state.setup), budget=4000), output=output
+            label=label,
+            commands=fenced_tail("\n".join(run.state.setup), budget=4000),
+            output=output,
+            missing=missing_program(check.setup_exit_code, check.setup_output),
         ),
     )
     return state

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bot.environment.node import corepack_runs, corepack_shims
-from bot.environment.setup import setup_env, with_env_path
+from bot.environment.setup import missing_program, missing_program_hint, setup_env, with_env_path
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.gates.run import run_gate
@@ -208,8 +208,12 @@ async def report_setup(run: Run, result: GateResult, *, scope: str, head: str) -
 
 
 def setup_failure(result: GateResult, *, agent_ran: bool = False) -> str:
-    """The story's failure reason for a failed setup, with the output's tail."""
+    """The story's failure reason for a failed setup, with the output's tail (and, when a program
+    was not found, whose it is to provide)."""
     why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
+    missing = missing_program(result.exit_code, result.output)
+    if missing is not None:
+        why += f": {missing_program_hint(missing)}"
     tail = result.output.strip()[-1500:]
     if agent_ran:
         return f"{SETUP_FAILED} ({why}) after the story's change, though it passes on the base.\n{tail}"

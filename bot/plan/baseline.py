@@ -48,6 +48,9 @@ class BaseCheck(BaseModel):
     base_label: str = Field(default="", description="How the comment names the base, e.g. `main`.")
     setup: BaseConclusion | None = Field(default=None, description="Setup's outcome (None: no setup).")
     setup_output: str = Field(default="", description="The tail of setup's output when it failed.")
+    setup_exit_code: int | None = Field(
+        default=None, description="Setup's exit status when it failed (127: a program was not found)."
+    )
     gates: list[BaseGate] = Field(default_factory=list)
     checked_at: datetime | None = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.environment.setup import missing_program_hint
 from bot.plan import short_hash
 from bot.plan.state import PlanState, StoryStatus, totals
 from bot.rendering.jinja import COMMAND, template_env
@@ -223,6 +224,8 @@ def hands_off(branch: str) -> str:
     )
 
 
-def base_setup_failed(*, label: str, commands: str, output: str) -> str:
-    """Setup fails on the plan's unchanged base: nothing ran; `commands` and `output` come fenced."""
-    return _render("base_setup_failed", label=label, commands=commands, output=output)
+def base_setup_failed(*, label: str, commands: str, output: str, missing: str | None = None) -> str:
+    """Setup fails on the plan's unchanged base: nothing ran; `commands` and `output` come fenced.
+    `missing`: the program it could not find (exit 127), which is the server's to provide."""
+    hint = missing_program_hint(missing) if missing else None
+    return _render("base_setup_failed", label=label, commands=commands, output=output, missing=hint)

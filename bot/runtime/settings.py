@@ -210,26 +210,49 @@ class Settings(BaseSettings):
             openai_api_key=None if is_placeholder(openai) else openai,
         )
 
+    def app_problems(self) -> dict[str, str]:
+        """Every App credential that is missing, a placeholder or unusable: its variable -> what is
+        wrong (empty: all set). All at once: fixing them one start at a time teaches nothing."""
+        problems: dict[str, str] = {}
+        app, hook, key = "PLAN_CASCADE_APP_ID", "PLAN_CASCADE_WEBHOOK_SECRET", "PLAN_CASCADE_PRIVATE_KEY"
+        app_id = (self.app_id or "").strip()
+        if not app_id:
+            problems[app] = "PLAN_CASCADE_APP_ID is not set: the GitHub App's numeric id"
+        elif is_placeholder(app_id):
+            problems[app] = f"PLAN_CASCADE_APP_ID is a placeholder ({app_id!r}), not the App's numeric id"
+        elif not app_id.isdigit():
+            problems[app] = f"PLAN_CASCADE_APP_ID must be the App's numeric id, got {app_id!r}"
+        secret = (self.webhook_secret.get_secret_value() if self.webhook_secret else "").strip()
+        if not secret:
+            problems[hook] = (
+                "PLAN_CASCADE_WEBHOOK_SECRET is not set: the webhook secret configured in your GitHub App"
+            )
+        elif is_placeholder(secret):
+            problems[hook] = (
+                "PLAN_CASCADE_WEBHOOK_SECRET is a placeholder, not the webhook secret of your GitHub App"
+            )
+        either = "PLAN_CASCADE_PRIVATE_KEY (PEM text) or PLAN_CASCADE_PRIVATE_KEY_PATH (a file)"
+        try:
+            pem = self.private_key_pem()
+        except ConfigurationError as exc:
+            return {**problems, key: exc.message}
+        if not (pem or "").strip():
+            problems[key] = f"{either} is not set: the App's private key"
+        elif is_placeholder(pem):
+            problems[key] = f"{either} is a placeholder, not the App's private key"
+        else:
+            try:
+                check_private_key(str(pem))
+            except ConfigurationError as exc:
+                problems[key] = exc.message
+        return problems
+
     def require_server_secrets(self) -> None:
-        """Refuse to start a server without the App's credentials, or with LLM settings that cannot work."""
-        if is_placeholder(self.app_id):
-            raise ConfigurationError("PLAN_CASCADE_APP_ID is not set: set it to your GitHub App's id")
-        if not str(self.app_id).strip().isdigit():
-            raise ConfigurationError(f"PLAN_CASCADE_APP_ID must be the App's numeric id, got {self.app_id!r}")
-        secret = self.webhook_secret.get_secret_value() if self.webhook_secret else None
-        if is_placeholder(secret):
-            raise ConfigurationError(
-                "PLAN_CASCADE_WEBHOOK_SECRET is not set (or still a placeholder): set it to the "
-                "webhook secret configured in your GitHub App"
-            )
-        pem = self.private_key_pem()
-        if is_placeholder(pem):
-            raise ConfigurationError(
-                "PLAN_CASCADE_PRIVATE_KEY (PEM text) or PLAN_CASCADE_PRIVATE_KEY_PATH (a file) "
-                "must be set to the App's private key"
-            )
-        assert pem is not None
-        check_private_key(pem)
+        """Refuse to start a server without the App's credentials (naming every one missing), or with
+        LLM settings that cannot work."""
+        problems = self.app_problems()
+        if problems:
+            raise ConfigurationError("; ".join(problems.values()))
         problem = self.llm_problem()
         if problem is not None and problem[1]:
             raise ConfigurationError(problem[0])

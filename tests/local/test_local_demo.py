@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,10 @@ from tests.local.local_support import branches, cli
 
 
 def test_the_demo_completes_and_says_where_its_branches_are(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert cli("demo", "--dir", str(tmp_path)) == 0
+    monkeypatch.chdir(tmp_path)
+    assert cli("demo", "--dir", ".") == 0  # a relative --dir: the example agent is still found
 
     out = capsys.readouterr().out
     assert "example agent: writes canned changes; not an AI" in out
@@ -24,7 +26,26 @@ def test_the_demo_completes_and_says_where_its_branches_are(
     assert repo.parent.parent == tmp_path
     found = branches(repo)
     assert [b.rsplit("/", 1)[1] for b in found] == ["batch-1", "batch-2", "batch-3"]
-    assert all(f"git push origin {b}" in out for b in found)
+    # The demo repository has no remote: no push is offered, and what is offered works when copied.
+    assert "git push" not in out and "gh pr create" not in out
+    shown = [line.split() for line in out.splitlines() if line.startswith(f"  git -C {repo} log --stat ")]
+    assert [cmd[-1] for cmd in shown] == [
+        f"main..{found[0]}",
+        f"{found[0]}..{found[1]}",
+        f"{found[1]}..{found[2]}",
+    ]
+    for cmd in shown:
+        assert (
+            "Plan-Cascade-Story: STORY-"
+            in subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        )
+    assert "STORY-002 failed its first attempt on purpose" in out
+    last = out.rstrip().splitlines()[-3:]  # it ends with the next step on the user's own repository
+    assert last == [
+        '  plan-cascade run "what to build, in a sentence"',
+        f"or run a PRD you wrote, like {repo.parent / 'prd.yaml'}:",
+        "  plan-cascade run --prd prd.yaml",
+    ]
     assert "5 passed, 0 failed, 0 skipped" in out
     assert "✗ STORY-002 verification failed" in out and "STORY-002 attempt 2" in out, "a real gate, a retry"
     final = found[-1]

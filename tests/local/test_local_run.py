@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,8 @@ def test_three_batches_complete_and_land_as_branches(
 ) -> None:
     script, calls = _counting_agent(tmp_path)
     repo = make_user_repo(tmp_path, config=script_config(script))
+    git("init", "-q", "--bare", str(tmp_path / "remote.git"), cwd=tmp_path)
+    git("remote", "add", "origin", str(tmp_path / "remote.git"), cwd=repo)
     (repo / "notes.txt").write_text("untracked work in progress\n")  # untracked files do not count as dirty
     prd_file = tmp_path / "prd.yaml"
     prd_file.write_text(prd(CHAIN_OF_THREE_BATCHES, title="Three batches: of files!"))
@@ -73,6 +76,13 @@ def test_three_batches_complete_and_land_as_branches(
     assert not (repo / "story-001.txt").exists()
     assert f"git push origin {prefix}/batch-1" in out
     assert f"gh pr create --head {prefix}/batch-2 --base {prefix}/batch-1" in out
+    pushes = [line.split() for line in out.splitlines() if line.startswith("  git push ")]
+    assert len(pushes) == 3
+    for push in pushes:  # they work when copied, in the repository
+        subprocess.run(push, cwd=repo, check=True, capture_output=True)
+    assert git("rev-parse", f"{prefix}/batch-3", cwd=tmp_path / "remote.git") == git(
+        "rev-parse", f"{prefix}/batch-3", cwd=repo
+    )
     assert "4 passed, 0 failed, 0 skipped" in out
     record = _run_file(repo)
     assert record["state"]["status"] == "completed" and record["branch_prefix"] == prefix
