@@ -61,12 +61,30 @@ def cli_problem(words: list[str]) -> str | None:
     return None
 
 
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """A shell block's lines with each trailing `\\` continuation joined, and where each starts."""
+    lines: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for offset, line in enumerate(text.splitlines()):
+        if pending is not None:
+            start, before = pending
+            line, offset = before + " " + line.lstrip(), start
+        if line.endswith("\\"):
+            pending = (offset, line[:-1].rstrip())
+            continue
+        pending = None
+        lines.append((offset, line))
+    if pending is not None:
+        lines.append(pending)
+    return lines
+
+
 def _shown_cli_commands(page: Path) -> list[tuple[int, list[str]]]:
     found = []
     for block in code(page):
         if block.info == "mermaid":
             continue
-        for offset, line in enumerate(block.text.splitlines()):
+        for offset, line in _logical_lines(block.text):
             if not block.fenced and block.text.strip().startswith("plan-cascade /"):
                 continue  # a check run's name: `plan-cascade / STORY-001 / test`
             for match in _CLI.finditer(line):
