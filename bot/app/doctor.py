@@ -61,7 +61,6 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
         results.append((False, "GitHub API", f"{url} unreachable: {exc.__class__.__name__}: {exc}"))
     results.append(urls_check(settings))
     results.append(await deliveries_check(settings, transport=transport))
-    results.extend(await selftest_checks(settings, transport=transport))
     return results
 
 

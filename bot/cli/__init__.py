@@ -154,11 +154,12 @@ def _migrate(args: argparse.Namespace) -> int:
 
 @command("doctor")
 def _doctor(args: argparse.Namespace) -> int:
-    from bot.app.doctor import run_checks
+    from bot.app.doctor import run_checks, selftest_checks
     from bot.runtime.credentials import load_server_settings
 
     settings, _ = load_server_settings(args.env_file)
     results = asyncio.run(run_checks(settings))
+    results += asyncio.run(selftest_checks(settings))  # once the App is known: its installations, toolchains
     for ok, name, detail in results:
         print(f"{'ok ' if ok else 'FAIL'} {name}: {detail}")
     return 0 if all(ok for ok, _, _ in results) else 1

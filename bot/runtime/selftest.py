@@ -261,24 +261,23 @@ async def _github_lines(
     port: GitHubKitPort, settings: Settings, settings_url: Callable[[str, str, str], str]
 ) -> list[Line]:
     lines: list[Line] = []
+    fix = "check the App's id and key"
     try:
         owner, kind = await port.get_app_owner()
         slug = await port.get_app_slug() or ""
         url = settings_url(slug, owner, kind)
         lines.extend(grant_lines(await port.list_installations(), settings_url=url))
     except GitHubError as exc:
-        lines.append(
-            Line("fail", "installation", f"cannot be read: {exc.message}", "check the App's id and key")
-        )
+        lines.append(Line("fail", "installation", f"cannot be read: {exc.message}", fix))
+    except Exception as exc:  # the self-test never raises: an answer that is not GitHub's is a line
+        lines.append(Line("fail", "installation", f"unexpected answer from GitHub: {exc!r}"[:300]))
     try:
         items, _ = await port.list_hook_deliveries(per_page=RECENT_DELIVERIES)
         lines.append(deliveries_line(items))
     except GitHubError as exc:
-        lines.append(
-            Line(
-                "fail", "GitHub's deliveries", f"cannot be read: {exc.message}", "check the App's id and key"
-            )
-        )
+        lines.append(Line("fail", "GitHub's deliveries", f"cannot be read: {exc.message}", fix))
+    except Exception as exc:  # likewise
+        lines.append(Line("fail", "GitHub's deliveries", f"unexpected answer from GitHub: {exc!r}"[:300]))
     return lines
 
 
