@@ -52,10 +52,11 @@ MAX_FORM_BYTES = 4096
 DEFAULT_NAME = "Plan Cascade"
 
 
-def _headers(web: str) -> dict[str, str]:
+def _headers(form_action: str) -> dict[str, str]:
+    """`form_action`: where this page's forms may go (and their redirects: CSP applies to those too)."""
     csp = (
         "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
-        f"form-action 'self' {web}; frame-ancestors 'none'; base-uri 'none'"
+        f"form-action {form_action}; frame-ancestors 'none'; base-uri 'none'"
     )
     return {
         "Content-Security-Policy": csp,
@@ -88,11 +89,13 @@ def setup_router(
     """The routes above. `web` is GitHub's web root (`GITHUB_SERVER_URL`), `transport` GitHub's."""
     router = APIRouter()
     store = CredentialStore(settings.data_dir)
-    headers = _headers(web)
+    headers = _headers(f"'self' {web}")  # the review page's button posts to GitHub
 
     def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = html_env().get_template(f"setup/{template}").render(web=web, **context)
-        return HTMLResponse(html, status_code=status, headers=headers)
+        # The form's answer redirects to the public URL the person typed in (any origin).
+        csp = _headers("'self' https: http:") if template == "form.html.j2" else headers
+        return HTMLResponse(html, status_code=status, headers=csp)
 
     def refused(status: int, message: str) -> HTMLResponse:
         return page("refused.html.j2", status, message=message)

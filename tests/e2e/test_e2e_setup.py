@@ -132,6 +132,14 @@ def test_setup_page_to_working_app(tmp_path: Path, database_url: str) -> None:
             store = tmp_path / "data" / "github-app.json"
             assert not store.exists()
 
+            # A worker started before set-up waits for the credentials.
+            early = start_cli(tmp_path, ["worker"], env=env, log_path=tmp_path / "early.log")
+            deadline = time.monotonic() + 30
+            while "waiting for its credentials" not in (tmp_path / "early.log").read_text():
+                assert early.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "early.log"
+                ).read_text()
+                time.sleep(0.1)
             # GitHub makes the App (its first ping finds no secret yet), then the browser comes back.
             action, manifest = press_create()
             state = parse_qs(urlsplit(action).query)["state"][0]
@@ -149,6 +157,14 @@ def test_setup_page_to_working_app(tmp_path: Path, database_url: str) -> None:
             # The code is single-use at GitHub too.
             assert httpx.post(f"{api}/app-manifests/{code}/conversions").status_code == 404
 
+            # ...and starts once they are stored; the web process needs no restart either.
+            deadline = time.monotonic() + 30
+            while "plan-cascade worker ready" not in (tmp_path / "early.log").read_text():
+                assert early.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "early.log"
+                ).read_text()
+                time.sleep(0.1)
+            stop(early)
             # No restart: the same process takes deliveries signed with the new secret.
             inst = fake.apps.install("octo-org", account_type="Organization")
             assert asyncio.run(fake.apps.notify_installed(inst)).status_code == 202
@@ -204,6 +220,6 @@ def test_setup_page_to_working_app(tmp_path: Path, database_url: str) -> None:
             assert (
                 httpx.get(f"{url}/setup/callback", params={"code": code, "state": state}).status_code == 404
             )
-        server_log = (tmp_path / "server.log").read_text() + (tmp_path / "worker.log").read_text()
+        server_log = "".join((tmp_path / f"{name}.log").read_text() for name in ("server", "worker", "early"))
         for secret in (reg.webhook_secret, reg.pem.splitlines()[1]):
             assert secret not in server_log and secret not in doctor.stdout
