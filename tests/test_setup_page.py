@@ -8,17 +8,21 @@ import asyncio
 import html
 import re
 import stat
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import jwt
 import orjson
 import pytest
 
 from bot.app.server import build_runtime, create_app
 from bot.app.setup_flow import Refused, SetupGate, url_problem
 from bot.app.setup_import import import_app
+from bot.cli import main
 from bot.errors import ConfigurationError
+from bot.redaction import redact
 from bot.runtime.app_manifest import events, manifest, permissions
 from bot.runtime.credentials import (
     AppCredentials,
@@ -190,9 +194,10 @@ def test_store_is_private_and_the_environment_wins(tmp_path: Path) -> None:
     pem = rsa_private_key_pem()
     store = CredentialStore(tmp_path)
     creds = AppCredentials(app_id=42, private_key=pem, webhook_secret="stored-secret-123456", slug="mine")
-    store.save(creds, now=__import__("datetime").datetime(2026, 1, 1))
+    store.save(creds, now=datetime(2026, 1, 1))
     assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
     assert "stored-secret" not in repr(store.load()) and "PRIVATE" not in repr(store.load())
+    assert redact("secret: stored-secret-123456") == "secret: ***"  # registered like the environment's
     settings = bare_settings(
         tmp_path, PLAN_CASCADE_APP_ID="7", PLAN_CASCADE_WEBHOOK_SECRET="env-secret-1234567"
     )
@@ -212,7 +217,7 @@ async def test_a_waiting_worker_starts_when_the_credentials_arrive(tmp_path: Pat
     await asyncio.sleep(0.05)
     assert not waiting.done()
     creds = AppCredentials(app_id=9, private_key=rsa_private_key_pem(), webhook_secret="arrived-secret-1234")
-    CredentialStore(settings.data_dir).save(creds, now=__import__("datetime").datetime(2026, 1, 1))
+    CredentialStore(settings.data_dir).save(creds, now=datetime(2026, 1, 1))
     assert await asyncio.wait_for(waiting, 5) is True
     assert configured(settings) and settings.app_id == "9"
 
@@ -254,10 +259,9 @@ async def test_fake_conversions_are_single_use_and_expire() -> None:
         assert first.json()["permissions"] == permissions() and first.json()["events"] == events()
         assert (await client.post(f"/app-manifests/{code}/conversions")).status_code == 404
         late = fake.apps.register(manifest(public_url=PUBLIC, name="Two"))
-        fake.apps.registrations[late].made_at -= __import__("datetime").timedelta(hours=1, seconds=1)
+        fake.apps.registrations[late].made_at -= timedelta(hours=1, seconds=1)
         assert (await client.post(f"/app-manifests/{late}/conversions")).status_code == 404
         # The JWTs of the first App's key are refused once another App is the fake's.
-        import jwt
 
         token = jwt.encode(
             {"iss": str(fake.apps.registrations[code].app_id), "iat": 0, "exp": 2**31},
@@ -298,3 +302,29 @@ async def test_status_page_shows_the_selftest(tmp_path: Path) -> None:
     assert "https://github.com/settings/apps/shown/permissions" in named["installation on acme"]["fix"]
     assert named["signed delivery"]["verdict"] == "fail"
     assert page.status_code == 200 and "installation on acme" in page.text
+
+
+def test_setup_import_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text(rsa_private_key_pem())
+    secret = tmp_path / "secret"
+    secret.write_text("hand-made-secret-9876\n")
+    monkeypatch.setenv("PLAN_CASCADE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9")  # nobody answers: stored, with a warning
+    argv = [
+        "--env-file",
+        str(tmp_path / "none"),
+        "setup",
+        "--import",
+        "--app-id",
+        "77",
+        "--private-key",
+        str(key),
+    ]
+    assert main([*argv, "--webhook-secret-file", str(secret)]) == 0
+    out = capsys.readouterr().out
+    assert "stored App 77" in out and "warning: GitHub could not be asked" in out
+    assert "hand-made-secret" not in out
+    stored = CredentialStore(tmp_path / "data").load()
+    assert (stored.app_id, stored.webhook_secret) == (77, "hand-made-secret-9876")
+    assert stat.S_IMODE(CredentialStore(tmp_path / "data").path.stat().st_mode) == 0o600

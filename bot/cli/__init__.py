@@ -67,12 +67,12 @@ def _serve(args: argparse.Namespace) -> int:
     from bot.log import configure_logging, register_secret
     from bot.runtime.credentials import load_server_settings
 
-    settings, _ = load_server_settings(args.env_file)
+    settings, stored = load_server_settings(args.env_file)
     configure_logging(settings.log_level)
     _register_secrets(settings, register_secret)
     make_undumpable()
     app = create_app(settings, start_workers=not args.no_workers)
-    announce_setup(app, settings, host=args.host, port=args.port)
+    announce_setup(app, settings, host=args.host, port=args.port, stored=stored)
     freeze_startup_heap()
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False)
     uvicorn.Server(config).run()

@@ -34,9 +34,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     setup.add_argument("--webhook-secret-file", type=Path, help="a file holding the webhook secret")
 
 
-def announce_setup(app: Any, settings: Any, *, host: str, port: int) -> None:
-    """When the server is in set-up mode, log where to open the set-up page, with its token."""
+def announce_setup(app: Any, settings: Any, *, host: str, port: int, stored: list[str]) -> None:
+    """Say where the App's credentials come from; in set-up mode, where to open the set-up page."""
     gate = getattr(app.app.state, "setup", None)
+    if stored:
+        others = " (the environment's for the rest)" if len(stored) < 3 else ""
+        log.info("the GitHub App's %s: stored in %s%s", ", ".join(stored), settings.data_dir, others)
     if gate is None:
         return
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # noqa: S104 - only what is printed
