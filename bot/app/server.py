@@ -178,11 +178,13 @@ def create_app(
         stop = asyncio.Event()
         tasks: list[asyncio.Task[None]] = []
 
-        async def start_when_ready() -> None:
+        async def start_when_ready() -> None:  # set-up mode: once the App's credentials arrive
             await ready.wait()
             tasks.extend(await run_background(rt, stop, workers=start_workers))
 
-        waiting = asyncio.create_task(start_when_ready())
+        if ready.is_set():
+            tasks.extend(await run_background(rt, stop, workers=start_workers))
+        waiting = asyncio.create_task(start_when_ready()) if not ready.is_set() else None
         if status is not None:  # the first page load should not be the one that parses every plan
             tasks.append(asyncio.create_task(status.warm_up()))
         log.info("plan-cascade ready (%d workers)", settings.workers if start_workers else 0)
@@ -191,7 +193,8 @@ def create_app(
         finally:
             stop.set()
             rt.wake.set()
-            waiting.cancel()
+            if waiting is not None:
+                waiting.cancel()
             if tasks:
                 await asyncio.wait(tasks, timeout=30)
             await settle_writes(rt.services)
