@@ -6,10 +6,13 @@ from collections.abc import Mapping
 
 import httpx
 
+from bot.app.setup_flow import app_settings_url
 from bot.db.engine import Database
 from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, web_url
+from bot.runtime.credentials import configured
+from bot.runtime.selftest import run_selftest
 from bot.runtime.settings import Settings
 from bot.workspace.certs import CA_VARIABLES, ca_problems
 
@@ -93,6 +96,44 @@ async def api_check(settings: Settings, *, transport: httpx.AsyncBaseTransport |
     except httpx.HTTPError as exc:
         return False, "GitHub API", f"{url} unreachable: {exc.__class__.__name__}: {exc}"
     return resp.status_code < 500, "GitHub API", f"{url} answered {resp.status_code}"
+
+
+async def selftest_checks(
+    settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
+) -> list[Check]:
+    """The self-test's lines (`bot.runtime.selftest`) the checks above do not cover, once the App is known."""
+    if not configured(settings):
+        return []
+    pem = settings.private_key_pem() or ""
+    github = make_app_github(
+        app_id=str(settings.app_id),
+        private_key=pem,
+        base_url=settings.github_api_url,
+        transport=transport,
+        auto_retry=False,
+    )
+    web = settings.github_server_url or web_url(settings.github_api_url)
+    db = Database(settings.resolved_database_url)
+    try:
+        lines = await run_selftest(
+            settings,
+            db=db,
+            app_port=lambda: GitHubKitPort(github),
+            settings_url=lambda slug, owner, kind: app_settings_url(web, slug, owner, kind),
+            llm_and_sandbox=False,
+        )
+    finally:
+        await db.dispose()
+    return [
+        (
+            line.ok,
+            line.name,
+            ("warning: " if line.verdict == "warn" else "")
+            + line.detail
+            + (f" → {line.fix}" if line.fix else ""),
+        )
+        for line in lines
+    ]
 
 
 def urls_check(settings: Settings) -> Check:

@@ -14,11 +14,17 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bot.app.readiness import Readiness
+from bot.app.setup import setup_router
+from bot.app.setup_flow import SetupGate, app_settings_url
 from bot.app.wiring import default_background_tasks, default_job_kinds, default_router, wire_services
 from bot.db.engine import Database
 from bot.db.queue import JobQueue
+from bot.errors import ConfigurationError
+from bot.github.urls import web_url
 from bot.metrics import Metrics
+from bot.runtime.credentials import AppCredentials, adopt, configured, env_credentials
 from bot.runtime.routing import Router
+from bot.runtime.selftest import Line, run_selftest
 from bot.runtime.services import Services
 from bot.runtime.settings import Settings
 from bot.runtime.webhook import Intake, IntakePressure, WebhookApp
@@ -142,13 +148,27 @@ def create_app(
     migrate: bool = True,
 ) -> WebhookApp:
     """The application: `/webhook` (plain ASGI), then FastAPI's `/healthz`, `/readyz`, `/metrics`, the
-    status page (when its token is set) and lifespan (migrations, in-process workers)."""
-    settings.require_server_secrets()
+    status page (when its token is set) and lifespan (migrations, in-process workers).
+
+    Without any App credentials (none in the environment, none stored) the server starts in set-up
+    mode: `/setup` registers the App (`bot.app.setup`), `/webhook` refuses everything until then,
+    and the workers and periodic tasks start once the credentials arrive (`app.state.setup`)."""
+    gate = None if configured(settings) or env_credentials(settings) else SetupGate()
+    if gate is None:
+        settings.require_server_secrets()
+    else:
+        problem = settings.llm_problem()
+        if problem is not None and problem[1]:
+            raise ConfigurationError(problem[0])
+        settings.status_token_value()
     llm = settings.llm_problem()
     if llm is not None:
         log.warning("%s Planning without a prd block will fail until then.", llm[0])
     rt = runtime or build_runtime(settings)
-    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret and gate is None else ""
+    ready = asyncio.Event()  # set once the App's credentials are known
+    if gate is None:
+        ready.set()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -157,7 +177,15 @@ def create_app(
         if migrate:
             await rt.db.migrate()
         stop = asyncio.Event()
-        tasks = await run_background(rt, stop, workers=start_workers)
+        tasks: list[asyncio.Task[None]] = []
+
+        async def start_when_ready() -> None:  # set-up mode: once the App's credentials arrive
+            await ready.wait()
+            tasks.extend(await run_background(rt, stop, workers=start_workers))
+
+        if ready.is_set():
+            tasks.extend(await run_background(rt, stop, workers=start_workers))
+        waiting = asyncio.create_task(start_when_ready()) if not ready.is_set() else None
         if status is not None:  # the first page load should not be the one that parses every plan
             tasks.append(asyncio.create_task(status.warm_up()))
         log.info("plan-cascade ready (%d workers)", settings.workers if start_workers else 0)
@@ -166,6 +194,8 @@ def create_app(
         finally:
             stop.set()
             rt.wake.set()
+            if waiting is not None:
+                waiting.cancel()
             if tasks:
                 await asyncio.wait(tasks, timeout=30)
             await settle_writes(rt.services)
@@ -214,8 +244,20 @@ def create_app(
         rt.metrics.dead_jobs.set(counts.get("dead", 0))
         return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    web = (settings.github_server_url or "").rstrip("/") or web_url(settings.github_api_url)
+
+    async def selftest() -> list[Line]:
+        port = rt.services.extras.get("app_port") if configured(settings) else None
+        return await run_selftest(
+            settings,
+            db=rt.db,
+            app_port=port,
+            settings_url=lambda slug, owner, kind: app_settings_url(web, slug, owner, kind),
+        )
+
     status = status_routes(
         settings,
+        selftest=selftest,
         db=rt.db,
         metrics=rt.metrics,
         repo_cache=rt.services.repo_cache,
@@ -225,4 +267,25 @@ def create_app(
     )
     if status is not None:  # off (404) unless PLAN_CASCADE_STATUS_TOKEN is set
         app.include_router(status.router)
+    app.state.selftest = selftest
+    app.state.setup = gate
+    if gate is not None:
+
+        async def activate(creds: AppCredentials) -> None:
+            """Serve webhooks with the new App at once: every part of this process reads `settings`."""
+            adopt(settings, creds)
+            intake.secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
+            rt.services.plan_store.key = settings.state_signing_key()
+            ready.set()
+
+        app.include_router(
+            setup_router(
+                settings=settings,
+                gate=gate,
+                web=web,
+                activate=activate,
+                selftest=selftest,
+                transport=rt.services.extras.get("github_transport"),
+            )
+        )
     return WebhookApp(intake, app)

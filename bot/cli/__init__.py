@@ -35,9 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from bot.cli import action as cli_action
     from bot.cli import plan as cli_plan
+    from bot.cli import setup as cli_setup
 
     cli_plan.add_commands(sub)
     cli_action.add_commands(sub)
+    cli_setup.add_commands(sub)
     return parser
 
 
@@ -64,14 +66,16 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from bot.app.server import create_app
+    from bot.cli.setup import announce_setup
     from bot.log import configure_logging, register_secret
-    from bot.runtime.settings import load_settings
+    from bot.runtime.credentials import load_server_settings
 
-    settings = load_settings(args.env_file)
+    settings, stored = load_server_settings(args.env_file)
     configure_logging(settings.log_level)
     _register_secrets(settings, register_secret)
     make_undumpable()
     app = create_app(settings, start_workers=not args.no_workers)
+    announce_setup(app, settings, host=args.host, port=args.port, stored=stored)
     freeze_startup_heap()
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False)
     uvicorn.Server(config).run()
@@ -93,23 +97,33 @@ def freeze_startup_heap() -> None:
 def _worker(args: argparse.Namespace) -> int:
     from bot.app.server import build_runtime, run_background, settle_writes
     from bot.log import configure_logging, register_secret
-    from bot.runtime.settings import load_settings
+    from bot.runtime.credentials import (
+        configured,
+        env_credentials,
+        load_server_settings,
+        wait_for_credentials,
+    )
 
-    settings = load_settings(args.env_file)
+    settings, _ = load_server_settings(args.env_file)
     configure_logging(settings.log_level)
     _register_secrets(settings, register_secret)
     make_undumpable()
-    settings.require_server_secrets()
+    waits = not configured(settings) and not env_credentials(settings)  # set-up is under way
+    if not waits:
+        settings.require_server_secrets()
 
     async def run() -> None:
         from bot.workspace.process import fast_child_watcher
 
-        fast_child_watcher()
-        runtime = build_runtime(settings)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        if waits and not await wait_for_credentials(settings, stop):
+            return
+        settings.require_server_secrets()
+        fast_child_watcher()
+        runtime = build_runtime(settings)
         await runtime.db.migrate()
         tasks = await run_background(runtime, stop, workers=True)
         logging.getLogger(__name__).info("plan-cascade worker ready (%d workers)", settings.workers)
@@ -143,11 +157,12 @@ def _migrate(args: argparse.Namespace) -> int:
 
 @command("doctor")
 def _doctor(args: argparse.Namespace) -> int:
-    from bot.app.doctor import run_checks
-    from bot.runtime.settings import load_settings
+    from bot.app.doctor import run_checks, selftest_checks
+    from bot.runtime.credentials import load_server_settings
 
-    settings = load_settings(args.env_file)
+    settings, _ = load_server_settings(args.env_file)
     results = asyncio.run(run_checks(settings))
+    results += asyncio.run(selftest_checks(settings))  # once the App is known: its installations, toolchains
     for ok, name, detail in results:
         print(f"{DOCTOR_MARKS[ok]} {name}: {detail}")
     return 1 if any(ok is False for ok, _, _ in results) else 0

@@ -1,4 +1,5 @@
-"""The port's calls made as the App itself (JWT): its webhook's deliveries (a part of `GitHubKitPort`).
+"""The port's calls made as the App itself (JWT): its webhook's deliveries and its installations (a
+part of `GitHubKitPort`); and the one call made as nobody, turning a manifest's code into an App.
 
 A port over an installation or a token cannot make them: GitHub answers 401.
 """
@@ -8,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 from githubkit import GitHub
+from githubkit.auth import UnauthAuthStrategy
 
-from bot.github.client_base import drop_none, github_errors, json_list
-from bot.github.models import HookDelivery
+from bot.github.client_base import drop_none, github_errors, json_list, json_object
+from bot.github.models import AppInstallation, HookDelivery, ManifestApp
+from bot.redaction import register_secret
 
 
 def next_cursor(link: str) -> str | None:
@@ -45,3 +49,41 @@ class AppCalls:
         """Ask GitHub to send a delivery again (it keeps its GUID)."""
         with github_errors(f"ask for webhook delivery {delivery_id} again"):
             await self._github.rest.apps.async_redeliver_webhook_delivery(delivery_id, headers=self._headers)
+
+    async def list_installations(self, *, limit: int = 100) -> list[AppInstallation]:
+        """The App's installations (at most `limit`), with what each owner granted."""
+        with github_errors("list the App's installations"):
+            resp = await self._github.rest.apps.async_list_installations(
+                headers=self._headers, per_page=min(limit, 100)
+            )
+        return [AppInstallation.from_api(item) for item in json_list(resp)[:limit]]
+
+    async def get_app_owner(self) -> tuple[str, str]:
+        """Who owns the App: (login, `User` or `Organization`)."""
+        with github_errors("read the GitHub App"):
+            resp = await self._github.rest.apps.async_get_authenticated(headers=self._headers)
+        owner = json_object(resp).get("owner") or {}
+        return str(owner.get("login") or ""), str(owner.get("type") or "User")
+
+
+async def convert_manifest(
+    code: str, *, base_url: str, transport: httpx.AsyncBaseTransport | None = None
+) -> ManifestApp:
+    """`POST /app-manifests/{code}/conversions` (no token): the App GitHub made from a manifest,
+    with its key and webhook secret (registered for redaction before anything else sees them).
+    The code works once, within an hour; anything else is a GitHubError (404 for a used one)."""
+    github: GitHub[Any] = GitHub(
+        UnauthAuthStrategy(),
+        base_url=base_url.strip().rstrip("/"),
+        async_transport=transport,
+        auto_retry=False,
+        http_cache=False,
+        timeout=30.0,
+        user_agent="plan-cascade",
+    )
+    with github_errors("turn the manifest's code into an App"):
+        resp = await github.rest.apps.async_create_from_manifest(code)
+    app = ManifestApp.from_api(json_object(resp))
+    register_secret(app.pem)
+    register_secret(app.webhook_secret)
+    return app

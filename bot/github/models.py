@@ -293,3 +293,53 @@ class HookDelivery(_Lenient):
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> HookDelivery:
         return cls.model_validate(data)
+
+
+class AppInstallation(_Lenient):
+    """One installation of the App (`GET /app/installations`): what its owner granted."""
+
+    id: int = Field(description="The installation's id.")
+    account: str = Field(default="", description="The account it is installed on.")
+    account_type: str = Field(default="User", description="`User` or `Organization`.")
+    permissions: dict[str, str] = Field(default_factory=dict, description="Granted permission → access.")
+    events: list[str] = Field(default_factory=list, description="Events it is subscribed to.")
+    html_url: str = Field(default="", description="The installation's settings page.")
+    suspended: bool = Field(default=False, description="Whether the owner suspended it.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> AppInstallation:
+        account = data.get("account") or {}
+        return cls(
+            id=data["id"],
+            account=account.get("login") or "",
+            account_type=account.get("type") or "User",
+            permissions={str(k): str(v) for k, v in (data.get("permissions") or {}).items()},
+            events=[str(e) for e in data.get("events") or []],
+            html_url=data.get("html_url") or "",
+            suspended=bool(data.get("suspended_at")),
+        )
+
+
+class ManifestApp(_Lenient):
+    """What `POST /app-manifests/{code}/conversions` answers: the new App and its secrets."""
+
+    id: int = Field(description="The App's id.")
+    slug: str = Field(description="The App's slug (its bot is `<slug>[bot]`).")
+    html_url: str = Field(default="", description="The App's page.")
+    owner: str = Field(default="", description="Who owns the App.")
+    owner_type: str = Field(default="User", description="`User` or `Organization`.")
+    pem: str = Field(repr=False, description="The App's private key (PEM).")
+    webhook_secret: str = Field(default="", repr=False, description="The secret deliveries are signed with.")
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> ManifestApp:
+        owner = data.get("owner") or {}
+        return cls(
+            id=data["id"],
+            slug=data["slug"],
+            html_url=data.get("html_url") or "",
+            owner=owner.get("login") or "",
+            owner_type=owner.get("type") or "User",
+            pem=data["pem"],
+            webhook_secret=data.get("webhook_secret") or "",
+        )

@@ -144,6 +144,8 @@ class Settings(BaseSettings):
     """Days done jobs and delivery records are kept (0: forever); at least 3, GitHub's redelivery window."""
     status_token: SecretStr | None = Field(default=None, validation_alias="PLAN_CASCADE_STATUS_TOKEN")
     """Turns on the operator's status page (`/status`, `/status.json`): the token that signs in to it."""
+    public_url: str | None = Field(default=None, validation_alias="PLAN_CASCADE_PUBLIC_URL")
+    """The URL GitHub reaches this server at (webhooks: `<it>/webhook`); unset, the set-up page asks."""
 
     @model_validator(mode="after")
     def _check_key_source(self) -> Settings:

@@ -228,6 +228,9 @@ async def _receive(
         deliveries.labels("unverified", "too_large").inc()
         log.warning("rejected delivery: body over 25 MB")
         return _answer(413, "payload too large: GitHub does not send bodies over 25 MB")
+    if not intake.secret:  # set-up mode: no App yet, nothing can be verified
+        deliveries.labels("unverified", "not_configured").inc()
+        return _answer(503, "this server has no GitHub App yet: finish set-up at /setup")
     if not signature_ok(intake.secret, body, headers.get("x-hub-signature-256")):
         deliveries.labels("unverified", "bad_signature").inc()
         log.warning("rejected delivery: missing or invalid X-Hub-Signature-256")

@@ -35,6 +35,7 @@ from bot.github.throttle import ThrottleRegistry
 from bot.log import register_secret
 from bot.metrics import Metrics
 from bot.rendering.jinja import money, plural, templates_dir, tokens
+from bot.runtime.selftest import SelfTest
 from bot.runtime.settings import Settings
 from bot.status.access import COOKIE, SECURITY_HEADERS, Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
@@ -137,6 +138,7 @@ def status_router(
     throttles: ThrottleRegistry | None = None,
     sessions: Sessions | None = None,
     retention_days: int = 0,
+    selftest: SelfTest | None = None,
 ) -> StatusPage:
     """The routes of the status page, reading `db` and this process's metrics and caches;
     signed-in sessions are kept in `sessions` (by default in `db`)."""
@@ -269,6 +271,20 @@ def status_router(
             return _json(detail)
         return page(request, "plan.html.j2", who, plan=detail, now=clock())
 
+    @router.get("/status/selftest")
+    async def selftest_page(request: Request) -> Response:
+        who = await caller(request)
+        if who is None:
+            return refused(request, json=False)
+        lines = await selftest() if selftest is not None else []
+        return page(request, "selftest.html.j2", who, lines=lines, now=clock())
+
+    @router.get("/status/selftest.json")
+    async def selftest_json(request: Request) -> Response:
+        if await caller(request) is None:
+            return refused(request, json=True)
+        return _json([vars(line) for line in (await selftest() if selftest is not None else [])])
+
     @router.get("/status/static/{name}")
     async def static(name: str) -> Response:
         if name not in STATIC:  # no path from the request ever reaches the file system
@@ -349,6 +365,7 @@ def status_routes(
     wake: Callable[[], None] | None = None,
     gates: GateRegistry | None = None,
     throttles: ThrottleRegistry | None = None,
+    selftest: SelfTest | None = None,
 ) -> StatusPage | None:
     """The status page when `PLAN_CASCADE_STATUS_TOKEN` is set, else None (the page is off)."""
     token = settings.status_token_value()
@@ -366,4 +383,5 @@ def status_routes(
         gates=gates,
         throttles=throttles,
         retention_days=settings.retention_days,
+        selftest=selftest,
     )

@@ -32,6 +32,7 @@ from bot.testing import fake_github_merge as merge
 from bot.testing import fake_github_model as m
 from bot.testing.fake_github_actions import actions_routes
 from bot.testing.fake_github_advisories import advisory_routes, fixture_advisories
+from bot.testing.fake_github_apps import FakeApps
 from bot.testing.fake_github_faults import Faults
 from bot.testing.fake_github_gitdata import gitdata_routes
 from bot.testing.fake_github_hooks import FakeHooks
@@ -98,8 +99,8 @@ class FakeGitHub(RequestLog, GitDataHelpers):
         self.urls = m.Urls(api=self.api_url.rstrip("/"), html=self.html_url.rstrip("/"))
         self._ids = itertools.count(1001)
         self._user_ids: dict[str, int] = {}
-        self.hooks = FakeHooks(self)
-        """The App's webhook: deliveries sent, their attempts, and the delivery endpoints."""
+        self.hooks = FakeHooks(self)  # the App's webhook: deliveries, their attempts, the endpoints
+        self.apps = FakeApps(self)  # registering the App from a manifest; its installations
         prefix = httpx.URL(self.urls.api).path.rstrip("/")
         catch_all = Route("/{rest:path}", self._wrap(self._unknown), methods=_ALL_METHODS)
         self.app = Starlette(routes=mounted(prefix, self._routes(), catch_all, enterprise=self.enterprise))
@@ -299,8 +300,7 @@ class FakeGitHub(RequestLog, GitDataHelpers):
             return j.app_json(self.urls, app_id=self.app_id, slug=self.app_slug, owner=self._user("octo-org"))
         return j.app_json(self.urls, app_id=j.other_app_id(slug), slug=slug, owner=self._user("github"))
 
-    def _app_of(self, run: m.FakeCheckRun) -> dict[str, Any]:
-        """The App a check run belongs to: ours, or another (GitHub Actions for a workflow's)."""
+    def _app_of(self, run: m.FakeCheckRun) -> dict[str, Any]:  # ours, or another (Actions' for a workflow)
         return self._app(run.app_slug)
 
     def _wrap(self, handler: Handler) -> Callable[[Request], Any]:
@@ -338,7 +338,7 @@ class FakeGitHub(RequestLog, GitDataHelpers):
     def _authorize(self, request: Request) -> None:
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
         route = request.url.path.removeprefix(httpx.URL(self.urls.api).path.rstrip("/"))
-        if route.startswith("/app") and not route.startswith("/apps"):
+        if route == "/app" or route.startswith("/app/"):  # `/apps/…`, `/app-manifests/…`: no JWT
             if scheme.lower() != "bearer":
                 raise HttpError(401, "A JSON web token could not be decoded")
             if self.app_public_key is None:
@@ -392,6 +392,7 @@ class FakeGitHub(RequestLog, GitDataHelpers):
                 *gitdata_routes(self),
                 *advisory_routes(self),
                 *self.hooks.routes(),
+                *self.apps.routes(),
             ]
         ]
 
