@@ -26,8 +26,9 @@ from bot.github.auth import token_port
 from bot.github.identity import ACTIONS_APP_SLUG, Identity, known
 from bot.github.port import GitHubPort
 from bot.github.transport import SharedTransport
+from bot.runtime.appkeys import derive_state_key, is_placeholder
 from bot.runtime.services import Services
-from bot.runtime.settings import Settings, derive_state_key, is_placeholder, load_settings
+from bot.runtime.settings import Settings, load_settings
 from bot.runtime.worker import JobKinds
 from bot.store.plans import PlanStore
 

@@ -9,8 +9,9 @@ from bot.clock import utcnow
 from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import web_url
+from bot.runtime.appkeys import check_private_key
 from bot.runtime.credentials import AppCredentials, CredentialStore
-from bot.runtime.settings import Settings, check_private_key
+from bot.runtime.settings import Settings
 
 
 async def import_app(

@@ -23,7 +23,8 @@ from pydantic import SecretStr
 
 from bot.errors import ConfigurationError
 from bot.redaction import register_secret
-from bot.runtime.settings import Settings, check_private_key, is_placeholder, load_settings
+from bot.runtime.appkeys import check_private_key, is_placeholder
+from bot.runtime.settings import Settings, load_settings
 
 FILE_NAME = "github-app.json"
 log = logging.getLogger(__name__)

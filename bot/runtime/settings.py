@@ -7,8 +7,6 @@ the variable to set.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from bot.errors import ConfigurationError
 from bot.llm.registry import configuration_problem
 from bot.redaction import register_secret
+from bot.runtime.appkeys import check_private_key, derive_state_key, is_placeholder
 from bot.runtime.egress_defaults import default_agent_egress
 from bot.workspace.certs import ca_env
 from bot.workspace.cgroups import find_cgroups
@@ -36,17 +35,6 @@ MIN_RETENTION_DAYS = 3
 """The shortest `PLAN_CASCADE_RETENTION_DAYS` (0 aside): GitHub redelivers a delivery for 3 days."""
 MIN_STATUS_TOKEN = 16
 """The shortest status-page token accepted."""
-
-# Values people leave in a copied .env: refuse them like a missing value.
-_PLACEHOLDERS = {"", "changeme", "change-me", "replace-me", "your-secret", "secret", "xxx", "todo", "..."}
-
-
-def is_placeholder(value: str | None) -> bool:
-    """Whether a secret is missing or still holds an example value."""
-    if value is None:
-        return True
-    text = value.strip().lower()
-    return text in _PLACEHOLDERS or text.startswith("<") or text.startswith("your-")
 
 
 class Settings(BaseSettings):
@@ -376,26 +364,6 @@ def _hosts(setting: str | None) -> tuple[str, ...] | None:
     if not text:
         return None
     return () if text.lower() == "none" else tuple(text.replace(",", " ").split())
-
-
-def derive_state_key(secret: str, *, purpose: bytes = b"plan-cascade/state-key/v1") -> bytes:
-    """A 32-byte signing key from a secret (HMAC-SHA256 with a fixed purpose label)."""
-    return hmac.new(secret.encode(), purpose, hashlib.sha256).digest()
-
-
-def check_private_key(pem: str) -> None:
-    """Raise a ConfigurationError unless `pem` is a loadable RSA private key."""
-    if "PRIVATE KEY-----" not in pem:
-        raise ConfigurationError(
-            "the App private key is not PEM text (expected '-----BEGIN RSA PRIVATE KEY-----'); "
-            "download it from the App's settings page"
-        )
-    try:
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
-        load_pem_private_key(pem.encode(), password=None)
-    except (ValueError, TypeError) as exc:
-        raise ConfigurationError(f"the App private key cannot be loaded: {exc}") from None
 
 
 def load_settings(env_file: str | Path | None = ".env", **overrides: object) -> Settings:
