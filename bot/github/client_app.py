@@ -5,12 +5,14 @@ A port over an installation or a token cannot make them: GitHub answers 401.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from githubkit import GitHub
 
-from bot.github.client_base import drop_none, github_errors, json_list
+from bot.errors import NotFound
+from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo
 from bot.github.models import HookDelivery
 
 
@@ -22,6 +24,14 @@ def next_cursor(link: str) -> str | None:
             cursors = parse_qs(urlsplit(url.strip().strip("<>")).query).get("cursor")
             return cursors[0] if cursors else None
     return None
+
+
+@dataclass(frozen=True)
+class RepoInstallation:
+    """The App's installation that covers a repository, and what it was granted."""
+
+    id: int
+    permissions: dict[str, str] = field(default_factory=dict)
 
 
 class AppCalls:
@@ -45,3 +55,19 @@ class AppCalls:
         """Ask GitHub to send a delivery again (it keeps its GUID)."""
         with github_errors(f"ask for webhook delivery {delivery_id} again"):
             await self._github.rest.apps.async_redeliver_webhook_delivery(delivery_id, headers=self._headers)
+
+    async def get_repo_installation(self, repo: str) -> RepoInstallation | None:
+        """The App's installation on `repo` (`GET /repos/{owner}/{repo}/installation`); None where
+        the App is not installed (GitHub answers 404)."""
+        owner, name = split_repo(repo)
+        try:
+            with github_errors(f"find the App's installation on {repo}"):
+                resp = await self._github.rest.apps.async_get_repo_installation(
+                    owner, name, headers=self._headers
+                )
+        except NotFound:
+            return None
+        data = json_object(resp)
+        permissions = data.get("permissions") or {}
+        granted = {str(k): str(v) for k, v in permissions.items() if isinstance(v, str)}
+        return RepoInstallation(id=int(data["id"]), permissions=granted)

@@ -22,6 +22,7 @@ from bot.agent.readonly import GitTree
 from bot.errors import ConfigurationError, GitHubError, LLMError, WorkspaceError
 from bot.github.models import Issue
 from bot.handlers.epic import epic_context
+from bot.handlers.epic_repos import epic_targets
 from bot.handlers.session import Session
 from bot.llm import LLM
 from bot.plan import PRD, prd_to_yaml
@@ -86,8 +87,15 @@ async def plan_with_llm(
     )
     if triage and explored is not None:
         check_intent(explored)
+    targets = await epic_targets(session, f"{issue.title}\n{issue.body or ''}") if not epic else None
     return await plan_explored(
-        config, llm=llm, planners=planners, issue=context, repo=repo, explored=explored
+        config,
+        llm=llm,
+        planners=planners,
+        issue=context,
+        repo=repo,
+        explored=explored,
+        epic_targets=targets,
     )
 
 

@@ -19,7 +19,7 @@ from bot.errors import LLMError
 from bot.llm import LLM, Usage, complete_structured
 from bot.plan import PRD, Strategy, validate_prd
 from bot.planning.context import IssueContext, RepoContext, build_context
-from bot.planning.epic import Epic, plan_epic
+from bot.planning.epic import Epic, Targets, plan_epic
 from bot.planning.meter import UsageMeter
 from bot.planning.perspectives import (
     Synthesis,
@@ -102,8 +102,11 @@ async def plan_issue(
     quality_review: bool = True,
     context_tokens: int = 12000,
     explored: str = "",
+    epic_targets: Targets | None = None,
 ) -> PlanningResult:
-    """Plan `issue` with `llm` (and `planning_llms` for cross-checking when there are two or more)."""
+    """Plan `issue` with `llm` (and `planning_llms` for cross-checking when there are two or more).
+
+    `epic_targets`: the repositories an epic's features may be planned in (none: its own only)."""
     if max_stories < 1:
         raise ValueError(f"max_stories must be at least 1, got {max_stories}")
     hint = analyse_strategy(issue, repo)
@@ -191,8 +194,9 @@ async def plan_issue(
     if prd.strategy is Strategy.MEGA:
         epic = await _step(
             "splitting the epic into features",
-            plan_epic(llm, prd=prd, context=context, meter=meter),
+            plan_epic(llm, prd=prd, context=context, meter=meter, targets=epic_targets),
         )
+        prd = prd.model_copy(update={"features": epic.features})
 
     return PlanningResult(
         prd=prd,
