@@ -184,7 +184,7 @@ async def _unmerged(session: Session, needs: list[IssueRef], *, here: str) -> li
             continue
         why = ""
         if state is not None and state.status == PlanStatus.FAILED:
-            why = f" (failed: {failure_reason(state)})"
+            why = f" (failed: {md_inline(failure_reason(state))})"
         elif state is not None and state.status == PlanStatus.CANCELLED:
             why = " (cancelled)"
         waits.append(ref.shown_from(here) + why)

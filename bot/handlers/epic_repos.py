@@ -133,8 +133,9 @@ async def epic_targets(session: Session, text: str) -> Targets | None:
         try:
             target = await session_in(session, repo, 0)
             candidates.append(await _candidate(session, target))
-        except (GitHubError, NotInstalled) as exc:
-            log.info("not a candidate for the epic: %s (%s)", repo, exc)
+        except (GitHubError, NotInstalled) as exc:  # allowed all the same: the plan comment says why not
+            log.info("%s could not be read for the epic's planning: %s", repo, exc)
+            candidates.append(RepoCandidate(repo=repo, description=f"(could not be read: {exc})"))
     return Targets(own=own, patterns=patterns, candidates=candidates)
 
 

@@ -32,7 +32,7 @@ def plan_status(state: PlanState | None) -> str:
         return "merged"
     status = state.status.value.replace("_", " ")
     if state.status == PlanStatus.FAILED:
-        return f"{status}: {failure_reason(state)}"
+        return f"{status}: {md_inline(failure_reason(state))}"  # agents' output may be in it
     return status
 
 
@@ -46,7 +46,8 @@ class RollupRow:
     state: PlanState | None
     repo: str = ""
     waits: list[str] = field(default_factory=list)
-    """Children it waits for that are not merged yet, each with why when it failed or was cancelled."""
+    """Children it waits for that are not merged yet, each with why when it failed or was cancelled
+    (Markdown the bot made: references, and reasons already neutralised)."""
 
 
 def _pulls(state: PlanState | None, prefix: str) -> str:
@@ -67,7 +68,8 @@ def rollup_body(parent: int, rows: list[tuple[int, str, PlanState | None]]) -> s
     ]
     for number, title, state in rows:
         safe = md_inline(title[:80]).replace("|", "\\|")  # a model wrote it: no mentions, no HTML
-        lines.append(f"| #{number} | {safe} | {md_inline(plan_status(state))} | {_pulls(state, '')} |")
+        status = plan_status(state).replace("|", "\\|")
+        lines.append(f"| #{number} | {safe} | {status} | {_pulls(state, '')} |")
     lines += ["", "_Updated as the features move. A feature runs once the features it needs are merged._"]
     return "\n".join(lines)
 
@@ -84,8 +86,8 @@ def cross_rollup_body(parent: int, rows: list[RollupRow]) -> str:
     ]
     for row in rows:
         safe = md_inline(row.title[:80]).replace("|", "\\|")
-        status = md_inline(plan_status(row.state)).replace("|", "\\|")
-        waits = md_inline(", ".join(row.waits)).replace("|", "\\|") or "—"
+        status = plan_status(row.state).replace("|", "\\|")
+        waits = ", ".join(row.waits).replace("|", "\\|") or "—"
         lines.append(
             f"| {row.repo} | {row.issue} | {safe} | {status} | {_pulls(row.state, row.repo)} | {waits} |"
         )
