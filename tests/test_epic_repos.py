@@ -147,7 +147,8 @@ async def test_an_epic_across_three_repositories_opens_children_on_approval_and_
         await label_epic(h)
         # The model was shown the candidates (each with its paths) and nothing else.
         epic_prompt = next(p for p in llm.prompts() if "Candidate repositories" in p)
-        print(epic_prompt[:3000]); assert "## acme/client" in epic_prompt and "## acme/web" in epic_prompt
+        print(epic_prompt[:3000])
+        assert "## acme/client" in epic_prompt and "## acme/web" in epic_prompt
         epic = plan(h, SERVICE, 1)
         assert epic.status == PlanStatus.AWAITING_APPROVAL and epic.epic_problems == []
         assert [f.repository for f in epic.prd.features] == [None, CLIENT, WEB]
@@ -196,3 +197,139 @@ async def test_an_epic_across_three_repositories_opens_children_on_approval_and_
         rows = [line for line in rollup.splitlines() if line.startswith("| acme/")]
         assert len(rows) == 3 and all("| merged |" in row and "(merged)" in row for row in rows), rollup
         assert service_pull.number in [p.number for p in pulls_of(h, SERVICE, 2)]
+
+
+async def test_a_target_where_the_app_is_not_installed_is_named_and_nothing_opens(tmp_path: Path) -> None:
+    async with Harness(tmp_path, execute=True) as h:
+        setup(h, tmp_path)
+        h.fake.installations.installs.clear()
+        h.fake.install(INSTALLATION, [SERVICE, CLIENT])  # not on acme/web
+        await label_epic(h)
+        epic = plan(h, SERVICE, 1)
+        (problem,) = epic.epic_problems
+        assert problem.startswith("acme/web: the App is not installed there: install it on acme/web")
+        body = next(c for c in comments(h, SERVICE, 1) if PLAN in c)
+        assert "cannot be approved yet" in body and "acme/web: the App is not installed there" in body
+        await say(h, SERVICE, 1, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        assert plan(h, SERVICE, 1).status == PlanStatus.AWAITING_APPROVAL
+        assert "cannot open its children yet" in comments(h, SERVICE, 1)[-1]
+        assert list(issues(h, SERVICE)) == [1] and issues(h, CLIENT) == {} and issues(h, WEB) == {}
+
+
+async def test_a_target_whose_installation_lacks_a_permission_is_named(tmp_path: Path) -> None:
+    async with Harness(tmp_path, execute=True) as h:
+        setup(h, tmp_path)
+        h.fake.installations.installs.clear()
+        h.fake.install(INSTALLATION, [SERVICE, CLIENT])
+        h.fake.install(77, [WEB], permissions={**FULL_PERMISSIONS, "issues": "read"})
+        await label_epic(h)
+        (problem,) = plan(h, SERVICE, 1).epic_problems
+        assert problem.startswith("acme/web: the App's installation there lacks issues: write")
+        await say(h, SERVICE, 1, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        assert issues(h, CLIENT) == {} and issues(h, WEB) == {} and list(issues(h, SERVICE)) == [1]
+
+
+async def test_a_target_the_allowed_list_excludes_is_named_and_nothing_opens(tmp_path: Path) -> None:
+    """A maintainer's own `prd` block may name any repository: the allowed list still decides."""
+    async with Harness(tmp_path, execute=True) as h:
+        setup(h, tmp_path, allowed="[acme/client]")
+        prd = {
+            "version": 1,
+            "title": "A new field end to end",
+            "strategy": "mega",
+            "stories": [story("STORY-001", "Service field"), story("STORY-002", "Web field", ["STORY-001"])],
+            "features": [
+                {"id": "FEAT-001", "title": "Service", "stories": ["STORY-001"]},
+                {"id": "FEAT-002", "title": "Web", "repository": WEB, "depends_on": ["FEAT-001"]},
+            ],
+        }
+        h.fake.repo(SERVICE).issues[1].body = f"```prd\n{json.dumps(prd)}\n```"
+        await label_epic(h)
+        (problem,) = plan(h, SERVICE, 1).epic_problems
+        assert problem.startswith("FEAT-002 names acme/web, which is not on this repository's allowed list")
+        await say(h, SERVICE, 1, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        assert issues(h, WEB) == {} and list(issues(h, SERVICE)) == [1]
+
+
+async def test_the_model_may_not_place_a_feature_outside_the_candidates(tmp_path: Path) -> None:
+    async with Harness(tmp_path, execute=True) as h:
+        _, features = setup(h, tmp_path, allowed="[acme/client]")
+        features[2]["repository"] = "evil/elsewhere"
+        await label_epic(h)
+        assert plan(h, SERVICE, 1) is None
+        said = comments(h, SERVICE, 1)[-1]
+        assert (
+            "evil/elsewhere, which is not a candidate repository; use one of acme/service, acme/client"
+            in said
+        )
+
+
+async def test_a_writer_of_the_epic_who_only_reads_the_client_cannot_approve_its_child(
+    tmp_path: Path,
+) -> None:
+    async with Harness(tmp_path, execute=True) as h:
+        setup(h, tmp_path)
+        h.fake.set_permission(SERVICE, "svc", "write")
+        h.fake.set_permission(CLIENT, "svc", "read")
+        await label_epic(h)
+        await say(h, SERVICE, 1, "/plan-cascade approve", user="svc")  # a writer of acme/service
+        await h.drain(timeout=180)
+        assert set(issues(h, CLIENT)) == {1} and plan(h, CLIENT, 1).status == PlanStatus.AWAITING_APPROVAL
+        await say(h, CLIENT, 1, "/plan-cascade approve", user="svc")
+        await h.drain(timeout=180)
+        assert (
+            plan(h, CLIENT, 1).status == PlanStatus.AWAITING_APPROVAL and plan(h, CLIENT, 1).approvals == []
+        )
+        assert "svc" in comments(h, CLIENT, 1)[-1] and "read" in comments(h, CLIENT, 1)[-1]
+
+
+async def test_cancelling_the_epic_cancels_the_children_that_have_not_run(tmp_path: Path) -> None:
+    async with Harness(tmp_path, execute=True) as h:
+        setup(h, tmp_path)
+        await label_epic(h)
+        await say(h, SERVICE, 1, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        await say(h, CLIENT, 1, "/plan-cascade approve")  # waits for the service's child
+        await h.drain(timeout=180)
+        assert plan(h, CLIENT, 1).status == PlanStatus.APPROVED
+        await say(h, SERVICE, 1, "/plan-cascade cancel")
+        await h.drain(timeout=180)
+        assert plan(h, SERVICE, 1).status == PlanStatus.CANCELLED
+        for repo, number in ((SERVICE, 2), (CLIENT, 1), (WEB, 1)):
+            child = plan(h, repo, number)
+            assert child.status == PlanStatus.CANCELLED and "was cancelled by @maint" in (
+                child.note or ""
+            )
+            assert "this child will not run" in comments(h, repo, number)[-1]
+        said = comments(h, SERVICE, 1)[-1]
+        assert "- #2: cancelled" in said and "- acme/client#1: cancelled" in said and "acme/web#1" in said
+        # A cancelled child cannot be approved into running.
+        await say(h, CLIENT, 1, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        assert plan(h, CLIENT, 1).status == PlanStatus.CANCELLED and h.fake.repo(CLIENT).pulls == {}
+
+
+async def test_a_failed_child_leaves_its_dependants_waiting_with_the_reason_on_the_roll_up(
+    tmp_path: Path,
+) -> None:
+    from tests.execution_support import agent_script
+
+    async with Harness(tmp_path, execute=True) as h:
+        setup(h, tmp_path, remotes=True)
+        failing = agent_script(tmp_path, "fail.sh", "echo nothing to do >&2\nexit 3\n")
+        extra = "epics:\n  repositories: [acme/*]\n"
+        h.fake.set_file(SERVICE, ".github/plan-cascade.yml", config(failing, extra))
+        await label_epic(h)
+        await say(h, SERVICE, 1, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        await say(h, CLIENT, 1, "/plan-cascade approve")
+        await say(h, SERVICE, 2, "/plan-cascade approve")
+        await h.drain(timeout=240)
+        assert plan(h, SERVICE, 2).status == PlanStatus.FAILED
+        assert plan(h, CLIENT, 1).status == PlanStatus.APPROVED and h.fake.repo(CLIENT).pulls == {}
+        rollup = next(c for c in comments(h, SERVICE, 1) if c.startswith(ROLLUP))
+        client_row = next(line for line in rollup.splitlines() if line.startswith(f"| {CLIENT} |"))
+        assert "| #2 (failed: " in client_row, rollup
