@@ -215,6 +215,11 @@ async def test_a_target_where_the_app_is_not_installed_is_named_and_nothing_open
         assert plan(h, SERVICE, 1).status == PlanStatus.AWAITING_APPROVAL
         assert "cannot open its children yet" in comments(h, SERVICE, 1)[-1]
         assert list(issues(h, SERVICE)) == [1] and issues(h, CLIENT) == {} and issues(h, WEB) == {}
+        # Installed meanwhile: the next approval looks again, and the children open.
+        h.fake.install(INSTALLATION, [WEB])
+        await say(h, SERVICE, 1, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        assert plan(h, SERVICE, 1).epic_problems == [] and set(issues(h, WEB)) == {1}
 
 
 async def test_a_target_whose_installation_lacks_a_permission_is_named(tmp_path: Path) -> None:
@@ -300,9 +305,7 @@ async def test_cancelling_the_epic_cancels_the_children_that_have_not_run(tmp_pa
         assert plan(h, SERVICE, 1).status == PlanStatus.CANCELLED
         for repo, number in ((SERVICE, 2), (CLIENT, 1), (WEB, 1)):
             child = plan(h, repo, number)
-            assert child.status == PlanStatus.CANCELLED and "was cancelled by @maint" in (
-                child.note or ""
-            )
+            assert child.status == PlanStatus.CANCELLED and "was cancelled by @maint" in (child.note or "")
             assert "this child will not run" in comments(h, repo, number)[-1]
         said = comments(h, SERVICE, 1)[-1]
         assert "- #2: cancelled" in said and "- acme/client#1: cancelled" in said and "acme/web#1" in said

@@ -29,7 +29,7 @@ from bot.handlers.approval import approve_command, start_execution
 from bot.handlers.ask import answer_question
 from bot.handlers.clarify import on_plain_comment
 from bot.handlers.epic import epic_children
-from bot.handlers.epic_children import cancel_children
+from bot.handlers.epic_children import cancel_children, recheck_targets
 from bot.handlers.plan_io import update_plan
 from bot.handlers.planning import plan_issue
 from bot.handlers.review import on_pr_command
@@ -192,6 +192,8 @@ async def _revise(session: Session, cmd: Command, author: Author) -> None:
 
 @command("approve")
 async def _approve(session: Session, cmd: Command, author: Author) -> None:
+    # An epic across repositories that could not open its children: looked at again first.
+    await recheck_targets(session, actor=author.login, association=author.association, user_type=author.type)
     await approve_command(
         session,
         cmd,

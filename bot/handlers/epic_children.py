@@ -49,6 +49,31 @@ async def check_epic(session: Session, loaded: LoadedPlan) -> LoadedPlan:
     return await update_plan(session, loaded, checked)
 
 
+async def recheck_targets(
+    session: Session, *, actor: str, association: str | None, user_type: str | None
+) -> None:
+    """Before an approval of an epic that could not open its children: look again (the App may
+    have been installed meanwhile), for a person the approval rule allows only (no outsider makes
+    the bot call GitHub). Its problems then say what is still in the way, or nothing."""
+    loaded = await session.load_plan()
+    if (
+        loaded is None
+        or not loaded.state.epic_problems
+        or loaded.state.status != PlanStatus.AWAITING_APPROVAL
+    ):
+        return
+    if not (await session.may_start(actor, association, user_type)).allowed:
+        return
+    problems = await check_targets(session, loaded.state.prd)
+    if problems != loaded.state.epic_problems:
+
+        def rechecked(state: PlanState) -> PlanState | None:
+            same = state.plan_hash == loaded.state.plan_hash
+            return state.model_copy(update={"epic_problems": problems}) if same else None
+
+        await update_plan(session, loaded, rechecked)
+
+
 async def open_children(session: Session, loaded: LoadedPlan) -> None:
     """The approved epic's children, each in its repository (the execute job of an epic across
     repositories). A problem found now is written to the plan and nothing more is opened."""

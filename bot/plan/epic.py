@@ -18,7 +18,7 @@ from bot.plan.model import FEATURE_ID_PATTERN, PRD, REPOSITORY_PATTERN, Feature,
 _FEATURE_ID = re.compile(FEATURE_ID_PATTERN)
 _REPOSITORY = re.compile(REPOSITORY_PATTERN)
 _NAMED = re.compile(
-    r"(?<![\w./-])(?:https?://[^/\s]+/)?([A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100})(?![\w/-])"
+    r"(?<![\w./-])(?:https?://[^/\s]+/)?([A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100})(?![\w-])(?!/[\w-])"
 )
 _REF = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100})#(\d+)$")
 
@@ -91,7 +91,7 @@ def named_repositories(text: str) -> list[str]:
     """The `owner/name` repositories a text names (plain or as a GitHub URL), in order, once each."""
     seen: dict[str, str] = {}
     for match in _NAMED.finditer(text):
-        name = match.group(1).removesuffix(".git")
+        name = match.group(1).rstrip(".").removesuffix(".git")
         if _REPOSITORY.match(name) and not name.split("/")[1].startswith("."):
             seen.setdefault(name.lower(), name)
     return list(seen.values())
