@@ -336,3 +336,17 @@ async def test_a_failed_child_leaves_its_dependants_waiting_with_the_reason_on_t
         rollup = next(c for c in comments(h, SERVICE, 1) if c.startswith(ROLLUP))
         client_row = next(line for line in rollup.splitlines() if line.startswith(f"| {CLIENT} |"))
         assert "| #2 (failed: " in client_row, rollup
+
+
+async def test_the_planner_sees_a_private_candidate_only_when_who_asked_can_read_it(tmp_path: Path) -> None:
+    async with Harness(tmp_path, execute=True) as h:
+        llm, _ = setup(h, tmp_path)
+        h.fake.repo(WEB).private = True
+        h.fake.set_file(WEB, "src/secret_plans.py", "x = 1\n")
+        h.fake.set_permission(SERVICE, "svc", "write")  # no access to acme/web
+        await h.deliver("issues", labeled(number=1, sender="svc", repo=SERVICE))
+        await h.drain(timeout=180)
+        prompt = next(p for p in llm.prompts() if "Candidate repositories" in p)
+        assert "## acme/web" in prompt and "not readable by who asked" in prompt
+        assert "secret_plans" not in "\n".join(llm.prompts())
+        assert "## acme/client" in prompt and ".github/plan-cascade.yml" in prompt

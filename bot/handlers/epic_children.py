@@ -13,6 +13,7 @@ after a crash opens only the ones missing).
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from bot.errors import PlanCascadeError
 from bot.handlers.epic import (
@@ -95,7 +96,7 @@ async def open_children(session: Session, loaded: LoadedPlan) -> None:
         return
     assert session.config is not None
     by_id = {f.id: f for f in state.prd.features}
-    saved = loaded
+    saved, opened = loaded, 0
     for fid in feature_order(state.prd.features):
         if fid in saved.state.child_issues:
             continue
@@ -132,7 +133,10 @@ async def open_children(session: Session, loaded: LoadedPlan) -> None:
             )
 
         saved = await update_plan(session, saved, recorded)
+        opened += 1
         await queue_child_planning(session, child, target.installation_id)
+    if not opened:
+        return  # a job run again after every child was opened: said already
     listed = "\n".join(f"- {fid}: {ref}" for fid, ref in saved.state.child_issues.items())
     await session.reply(
         "This epic's children are open, each in its repository; each is planned there and approved "
@@ -157,7 +161,7 @@ async def cancel_children(session: Session, epic: PlanState, *, by: str) -> list
                 at = session.services.clock()
                 note = f"the epic {here.shown_from(child.repo)} was cancelled by @{by}"
 
-                def cancelled(state: PlanState, at=at, note=note) -> PlanState | None:  # type: ignore[no-untyped-def]
+                def cancelled(state: PlanState, at: datetime = at, note: str = note) -> PlanState | None:
                     if state.status not in NOT_RUN:
                         return None
                     return transition(state, PlanStatus.CANCELLED, at=at, note=note)

@@ -116,11 +116,12 @@ async def _config_problems(session: Session, repo: str, found: RepoInstallation)
     ]
 
 
-async def epic_targets(session: Session, text: str) -> Targets | None:
+async def epic_targets(session: Session, text: str, *, actor: str | None) -> Targets | None:
     """The repositories an epic planned here may place features in, as the model is shown them:
     this one, and the allowed list's repositories (named in `epics.repositories` or in the epic's
-    text) where the App is installed, each with its description and some paths. None when the
-    config allows no other repository."""
+    text), each with its description and some paths where the App is installed there and `actor`
+    (who asked for the plan) can read it: nobody learns another repository's content through an
+    epic. None when the config allows no other repository."""
     assert session.config is not None
     own, patterns = session.repo, list(session.config.epics.repositories)
     if not patterns:
@@ -128,23 +129,41 @@ async def epic_targets(session: Session, text: str) -> Targets | None:
     explicit = [p for p in patterns if not p.endswith("/*")]
     names = [r for r in dict.fromkeys([*explicit, *named_repositories(text)]) if allows(patterns, r, own=own)]
     names = [r for r in names if not same_repository(r, own)][:MAX_CANDIDATES]
-    candidates = [await _candidate(session, session)]
+    candidates = [await _candidate(session, actor=None)]
     for repo in names:
         try:
             target = await session_in(session, repo, 0)
-            candidates.append(await _candidate(session, target))
+            candidates.append(await _candidate(target, actor=actor or ""))
         except (GitHubError, NotInstalled) as exc:  # allowed all the same: the plan comment says why not
             log.info("%s could not be read for the epic's planning: %s", repo, exc)
             candidates.append(RepoCandidate(repo=repo, description=f"(could not be read: {exc})"))
     return Targets(own=own, patterns=patterns, candidates=candidates)
 
 
-async def _candidate(session: Session, target: Session) -> RepoCandidate:
+async def _candidate(target: Session, *, actor: str | None) -> RepoCandidate:
+    """`target` as the model sees it; a private one only when `actor` can read it (None: the
+    epic's own repository)."""
     description, tree = "", []
     try:
         info = await target.port.get_repository(target.repo)
+        if info.private and actor is not None and not await _may_read(target, actor):
+            return RepoCandidate(
+                repo=target.repo, description="(not shown: private, and not readable by who asked)"
+            )
         description = (info.description or "")[:300]
         tree = (await target.tree())[:TREE_PATHS]
     except GitHubError as exc:
         log.info("%s read only in part for the epic's planning: %s", target.repo, exc.message)
     return RepoCandidate(repo=target.repo, description=description, tree=tree)
+
+
+async def _may_read(target: Session, login: str) -> bool:
+    """Whether `login` can read `target`'s repository (a GitHub error: no, fail closed)."""
+    if not login:
+        return False
+    try:
+        role = await target.permissions.permission(target.port, target.repo, login)
+    except GitHubError as exc:
+        log.info("%s's access to %s unknown: %s", login, target.repo, exc.message)
+        return False
+    return role != "none"

@@ -44,9 +44,16 @@ EXPORT_SECONDS = 300
 
 
 async def plan_with_llm(
-    session: Session, *, issue: Issue, notes: str, feedback: str | None, previous: PRD | None
+    session: Session,
+    *,
+    issue: Issue,
+    notes: str,
+    feedback: str | None,
+    previous: PRD | None,
+    actor: str | None = None,
 ) -> PlanningResult:
-    """Plan the issue with the configured model(s)."""
+    """Plan the issue with the configured model(s); `actor`: who asked (an epic's planner sees
+    only the other repositories they can read)."""
     config = session.config
     assert config is not None
     if session.services.llm_for is None:
@@ -87,7 +94,8 @@ async def plan_with_llm(
     )
     if triage and explored is not None:
         check_intent(explored)
-    targets = await epic_targets(session, f"{issue.title}\n{issue.body or ''}") if not epic else None
+    text = f"{issue.title}\n{issue.body or ''}"
+    targets = await epic_targets(session, text, actor=actor) if not epic else None
     return await plan_explored(
         config,
         llm=llm,

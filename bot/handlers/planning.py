@@ -131,6 +131,7 @@ async def plan_issue(
                 notes=text,
                 feedback=feedback,
                 previous=loaded.state.prd if loaded else None,
+                actor=actor,
             )
             prd, source = planning.prd, "llm"
     except PlanValidationError as exc:
