@@ -16,6 +16,15 @@ from bot.testing.fake_github_installations import FULL_PERMISSIONS
 from tests.harness import INSTALLATION, Harness, commented, labeled, pr_closed
 
 SERVICE, CLIENT, WEB = "acme/service", "acme/client", "acme/web"
+WEB_INSTALLATION = 4343
+
+
+def via_installation(payload: dict[str, Any], repo: str) -> dict[str, Any]:
+    """A delivery as GitHub sends it: naming the installation that covers `repo`."""
+    payload["installation"]["id"] = WEB_INSTALLATION if repo == WEB else INSTALLATION
+    return payload
+
+
 PLAN = "<!-- plan-cascade:plan -->"
 ROLLUP = "<!-- plan-cascade:epic-rollup -->"
 
@@ -102,7 +111,8 @@ def setup(h: Harness, tmp_path: Path, *, remotes: bool = False, allowed: str = "
         h.fake.set_permission(repo, "maint", "maintain")
         extra = f"epics:\n  repositories: {allowed}\n" if repo == SERVICE else ""
         h.fake.set_file(repo, ".github/plan-cascade.yml", config(script, extra))
-    h.fake.install(INSTALLATION, [SERVICE, CLIENT, WEB])
+    h.fake.install(INSTALLATION, [SERVICE, CLIENT])
+    h.fake.install(WEB_INSTALLATION, [WEB])  # another installation: its own tokens
     h.fake.add_issue(
         SERVICE, title="A new field end to end", body="Add the field to acme/client and acme/web too."
     )
@@ -112,7 +122,7 @@ def setup(h: Harness, tmp_path: Path, *, remotes: bool = False, allowed: str = "
 def say(h: Harness, repo: str, number: int, body: str, user: str = "maint") -> Any:
     payload = commented(number=number, body=body, user=user, association="MEMBER", repo=repo,
                         clone_url=h.fake.repo(repo).clone_url)  # fmt: skip
-    return h.deliver("issue_comment", payload)
+    return h.deliver("issue_comment", via_installation(payload, repo))
 
 
 def comments(h: Harness, repo: str, number: int) -> list[str]:
@@ -191,7 +201,7 @@ async def test_an_epic_across_three_repositories_opens_children_on_approval_and_
         for repo, number in ((SERVICE, 2), (CLIENT, 1), (WEB, 1)):
             (pull,) = pulls_of(h, repo, number)
             h.fake.merge_pull(repo, pull.number)
-            await h.deliver("pull_request", pr_closed(h.fake, pull.number, repo=repo))
+            await h.deliver("pull_request", via_installation(pr_closed(h.fake, pull.number, repo=repo), repo))
             await h.drain(timeout=240)
         rollup = next(c for c in comments(h, SERVICE, 1) if c.startswith(ROLLUP))
         rows = [line for line in rollup.splitlines() if line.startswith("| acme/")]
@@ -202,8 +212,7 @@ async def test_an_epic_across_three_repositories_opens_children_on_approval_and_
 async def test_a_target_where_the_app_is_not_installed_is_named_and_nothing_opens(tmp_path: Path) -> None:
     async with Harness(tmp_path, execute=True) as h:
         setup(h, tmp_path)
-        h.fake.installations.installs.clear()
-        h.fake.install(INSTALLATION, [SERVICE, CLIENT])  # not on acme/web
+        h.fake.installations.installs.pop(WEB_INSTALLATION)  # not on acme/web
         await label_epic(h)
         epic = plan(h, SERVICE, 1)
         (problem,) = epic.epic_problems
@@ -216,7 +225,7 @@ async def test_a_target_where_the_app_is_not_installed_is_named_and_nothing_open
         assert "cannot open its children yet" in comments(h, SERVICE, 1)[-1]
         assert list(issues(h, SERVICE)) == [1] and issues(h, CLIENT) == {} and issues(h, WEB) == {}
         # Installed meanwhile: the next approval looks again, and the children open.
-        h.fake.install(INSTALLATION, [WEB])
+        h.fake.install(WEB_INSTALLATION, [WEB])
         await say(h, SERVICE, 1, "/plan-cascade approve")
         await h.drain(timeout=180)
         assert plan(h, SERVICE, 1).epic_problems == [] and set(issues(h, WEB)) == {1}
@@ -225,9 +234,7 @@ async def test_a_target_where_the_app_is_not_installed_is_named_and_nothing_open
 async def test_a_target_whose_installation_lacks_a_permission_is_named(tmp_path: Path) -> None:
     async with Harness(tmp_path, execute=True) as h:
         setup(h, tmp_path)
-        h.fake.installations.installs.clear()
-        h.fake.install(INSTALLATION, [SERVICE, CLIENT])
-        h.fake.install(77, [WEB], permissions={**FULL_PERMISSIONS, "issues": "read"})
+        h.fake.install(WEB_INSTALLATION, [WEB], permissions={**FULL_PERMISSIONS, "issues": "read"})
         await label_epic(h)
         (problem,) = plan(h, SERVICE, 1).epic_problems
         assert problem.startswith("acme/web: the App's installation there lacks issues: write")
