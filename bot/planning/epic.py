@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from bot.llm import LLM, complete_structured
-from bot.plan import PRD
+from bot.plan import PRD, Strategy
 from bot.plan.epic import allows, feature_problems
 from bot.plan.model import FEATURE_ID_PATTERN, Feature
 from bot.planning.meter import UsageMeter
@@ -64,7 +64,9 @@ class Targets(BaseModel):
 def validate_epic(epic: Epic, prd: PRD, *, targets: Targets | None = None) -> list[str]:
     """Every problem of `epic` for `prd`, one line each; empty means valid."""
     problems: list[str] = [] if epic.features else ["the epic has no features"]
-    problems += feature_problems(prd.model_copy(update={"features": epic.features}))
+    problems += feature_problems(
+        prd.model_copy(update={"features": epic.features, "strategy": Strategy.MEGA})
+    )
     own = targets.own if targets is not None else None
     for feature in epic.features:
         repo = feature.repository
