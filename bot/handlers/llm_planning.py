@@ -95,7 +95,8 @@ async def plan_with_llm(
     if triage and explored is not None:
         check_intent(explored)
     text = f"{issue.title}\n{issue.body or ''}"
-    targets = await epic_targets(session, text, actor=actor) if not epic else None
+    # Read only if the plan turns out to be an epic (and never for an epic's child).
+    targets = None if epic else functools.partial(epic_targets, session, text, actor=actor)
     return await plan_explored(
         config,
         llm=llm,

@@ -11,6 +11,7 @@ shows what was looked at ("What I looked at") and what it cost.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -207,7 +208,7 @@ async def plan_explored(
     issue: IssueContext,
     repo: RepoContext,
     explored: Exploration | None,
-    epic_targets: Targets | None = None,
+    epic_targets: Callable[[], Awaitable[Targets | None]] | None = None,
 ) -> PlanningResult:
     """Plan with the repository's planning settings and what exploring found (if it ran);
     `epic_targets`: where an epic's features may be planned."""
