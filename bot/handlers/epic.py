@@ -106,8 +106,9 @@ def epic_children(state: PlanState) -> list[IssueRef]:
 
 
 async def create_children(session: Session, features: list[Feature], *, title: str) -> list[tuple[str, int]]:
-    """An epic within one repository: open one child issue per feature (dependencies first) and
-    queue each one's planning."""
+    """An epic within one repository: open one child issue per feature (dependencies first). The
+    caller records them in the epic's plan, then queues their planning (`queue_child_planning`):
+    a child is planned with the epic's context only once the epic lists it."""
     assert session.config is not None
     numbers: dict[str, int] = {}
     by_id = {f.id: f for f in features}
@@ -125,7 +126,6 @@ async def create_children(session: Session, features: list[Feature], *, title: s
             session.repo, title=f"{feature.title}", body=body, labels=[session.config.trigger_label]
         )
         numbers[fid] = issue.number
-        await queue_child_planning(session, IssueRef(session.repo, issue.number), session.installation_id)
     return [(fid, numbers[fid]) for fid in feature_order(features)]
 
 
