@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 
-from bot.errors import GitHubError, PlanCascadeError
+from bot.errors import GitHubError, NotInstalled
 from bot.handlers.approval import start_execution
 from bot.handlers.epic_repos import session_in
 from bot.handlers.session import Session
@@ -145,7 +145,7 @@ async def plan_of(session: Session, ref: IssueRef) -> PlanState | None:
     try:
         there = await session_in(session, ref.repo, ref.number)
         loaded = await there.store.load(there.port, ref.repo, ref.number, bot_login=there.bot_login)
-    except PlanCascadeError as exc:
+    except (GitHubError, NotInstalled) as exc:
         log.warning("could not read the plan of %s: %s", ref, exc)
         return None
     return loaded.state if loaded is not None else None
@@ -254,7 +254,7 @@ async def on_child_merged(session: Session) -> None:
             loaded = await sibling.load_plan()
             if loaded is None or loaded.state.status != PlanStatus.APPROVED or await waiting_for(sibling):
                 continue
-        except PlanCascadeError as exc:
+        except (GitHubError, NotInstalled) as exc:
             log.warning("could not start %s after %s was merged: %s", child, me, exc)
             continue
         log.info("%s was merged: starting %s, which waited for it", me, child)
@@ -267,7 +267,7 @@ async def refresh_rollup(session: Session, parent: int | IssueRef) -> None:
     ref = parent if isinstance(parent, IssueRef) else IssueRef(session.repo, parent)
     try:
         home = await session_in(session, ref.repo, ref.number)
-    except PlanCascadeError as exc:
+    except (GitHubError, NotInstalled) as exc:
         log.warning("could not reach the epic %s for its roll-up: %s", ref, exc)
         return
     epic = await plan_of(home, ref)

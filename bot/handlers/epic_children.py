@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from bot.errors import PlanCascadeError
+from bot.errors import GitHubError, NotInstalled
 from bot.handlers.epic import (
     child_body,
     epic_children,
@@ -172,7 +172,7 @@ async def cancel_children(session: Session, epic: PlanState, *, by: str) -> list
                 "Label the issue again to plan it on its own."
             )
             said.append(f"{child.shown_from(session.repo)}: cancelled")
-        except PlanCascadeError as exc:
+        except (GitHubError, NotInstalled) as exc:
             log.warning("could not cancel %s with its epic: %s", child, exc)
             said.append(f"{child.shown_from(session.repo)}: could not be cancelled ({exc})")
     return said
