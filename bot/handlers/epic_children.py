@@ -91,7 +91,7 @@ async def open_children(session: Session, loaded: LoadedPlan) -> None:
         listed = "\n".join(f"- {p}" for p in problems)
         await session.reply(
             "This epic's children cannot be opened yet; nothing was opened:\n\n"
-            f"{listed}\n\nFix these, then comment `/plan-cascade plan` here to plan the epic again."
+            f"{listed}\n\nFix these, then approve this plan again: the repositories are checked again first."
         )
         return
     assert session.config is not None

@@ -77,13 +77,13 @@ async def check_targets(session: Session, prd: PRD) -> list[str]:
         except GitHubError as exc:
             problems.append(
                 f"{repo}: GitHub could not say whether the App is installed there ({exc.message}); "
-                "comment `/plan-cascade plan` to check again"
+                "approve again to check again"
             )
             continue
         if found is None:
             problems.append(
                 f"{repo}: the App is not installed there: install it on {repo} (the App's page → "
-                "Install or Configure → add the repository), then comment `/plan-cascade plan` here"
+                "Install or Configure → add the repository), then approve this plan again"
             )
             continue
         missing = missing_permissions(found.permissions)
@@ -91,7 +91,7 @@ async def check_targets(session: Session, prd: PRD) -> list[str]:
             problems.append(
                 f"{repo}: the App's installation there lacks {', '.join(missing)}: an owner of "
                 f"{repo.split('/')[0]} accepts the App's requested permissions (installation settings), "
-                "then comment `/plan-cascade plan` here"
+                "then approve this plan again"
             )
             continue
         problems += await _config_problems(session, repo, found)
@@ -104,15 +104,12 @@ async def _config_problems(session: Session, repo: str, found: RepoInstallation)
         if await target.load_config() is not None:
             return []
     except GitHubError as exc:
-        return [
-            f"{repo}: its {CONFIG_PATH} could not be read ({exc.message}); "
-            "comment `/plan-cascade plan` to try again"
-        ]
+        return [f"{repo}: its {CONFIG_PATH} could not be read ({exc.message}); approve again to try again"]
     error = target.config_error
     said = "; ".join(error.problems[:5]) if error is not None else "invalid"
     return [
         f"{repo}: its {CONFIG_PATH} is invalid ({said}): fix it on {repo}'s default branch, "
-        "then comment `/plan-cascade plan` here"
+        "then approve this plan again"
     ]
 
 
