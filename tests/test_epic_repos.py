@@ -357,3 +357,23 @@ async def test_the_planner_sees_a_private_candidate_only_when_who_asked_can_read
         assert "## acme/web" in prompt and "not readable by who asked" in prompt
         assert "secret_plans" not in "\n".join(llm.prompts())
         assert "## acme/client" in prompt and ".github/plan-cascade.yml" in prompt
+
+
+async def test_an_epic_stopped_while_opening_its_children_opens_only_the_rest_when_run_again(
+    tmp_path: Path,
+) -> None:
+    async with Harness(tmp_path, execute=True) as h:
+        setup(h, tmp_path)
+        await label_epic(h)
+        h.fake.faults.fail("POST", r"/repos/acme/web/issues", status=403, message="Forbidden")
+        await say(h, SERVICE, 1, "/plan-cascade approve")
+        await h.drain(timeout=180, retries=1)
+        assert (
+            set(issues(h, SERVICE)) == {1, 2} and set(issues(h, CLIENT)) == {1} and set(issues(h, WEB)) == {1}
+        )
+        assert len(plan(h, SERVICE, 1).child_issues) == 3
+        # Every child open: the epic is approved no more.
+        await say(h, SERVICE, 1, "/plan-cascade approve")
+        await h.drain(timeout=180)
+        assert "approve those" in comments(h, SERVICE, 1)[-1]
+        assert set(issues(h, WEB)) == {1} and set(issues(h, CLIENT)) == {1}
