@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import zlib
+from datetime import UTC, datetime
 
 import pytest
 
@@ -19,6 +22,8 @@ from bot.plan.epic import (
     target_repositories,
 )
 from bot.plan.model import Feature
+from bot.plan.state import new_plan
+from bot.plan.state_block import decode_state, encode_state, state_payload
 
 STORIES = [{"id": "STORY-001", "title": "a", "acceptance_criteria": ["pytest passes 3 tests"]}]
 
@@ -110,3 +115,15 @@ def test_child_markers_within_one_repository_are_as_before_and_across_name_the_r
     assert "Part of acme/service#1 (E)." in body and "Runs after acme/service#2 is merged." in body
     assert child_link(body, "acme/client") == (IssueRef("acme/service", 1), [IssueRef("acme/service", 2)])
     assert child_link("<!-- plan-cascade:epic parent=x needs= -->", "a/b") is None
+
+
+def test_a_state_without_features_is_written_as_before_and_with_them_round_trips() -> None:
+    def raw(prd: PRD) -> str:
+        state = new_plan(repo="acme/service", issue=1, prd=prd, at=datetime.now(UTC))
+        assert decode_state(encode_state(state, key=None)) == state
+        return zlib.decompress(base64.b64decode(state_payload(state))).decode()
+
+    assert '"features"' not in raw(PRD.model_validate({"title": "E", "stories": STORIES}))
+    assert '"repository":"acme/client"' in raw(
+        epic({"id": "FEAT-001", "title": "x", "repository": "acme/client"})
+    )
