@@ -87,7 +87,7 @@ def test_feature_order_puts_dependencies_first() -> None:
             ]
         }
     )
-    assert feature_order(epic) == ["FEAT-001", "FEAT-002"]
+    assert feature_order(epic.features) == ["FEAT-001", "FEAT-002"]
 
 
 async def test_an_epic_becomes_child_issues_planned_and_run_in_order(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ async def test_a_child_waits_for_the_children_it_needs(tmp_path: Path) -> None:
         h.fake.add_issue(REPO, title="first", body="x")
         h.fake.add_issue(REPO, title="second", body="y\n" + child_marker(9, [1]))
         session = await open_session(h.services, repo=REPO, issue=2, installation_id=4242)
-        assert await waiting_for(session) == [1], "issue 1 has no completed plan yet"
+        assert await waiting_for(session) == ["#1"], "issue 1 has no completed plan yet"
 
 
 async def test_approving_an_approved_plan_starts_it_again(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ async def test_a_marker_in_a_feature_description_does_not_free_the_child(tmp_pat
         assert api_issue.body.count("<!--") == 1 and "<img" not in api_issue.body
         assert "Ship it now." in api_issue.body
         session = await open_session(h.services, repo=REPO, issue=3, installation_id=4242)
-        assert await waiting_for(session) == [2]
+        assert await waiting_for(session) == ["#2"]
 
 
 def test_only_the_last_child_marker_counts() -> None:

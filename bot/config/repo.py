@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.config.agent_names import BUILTIN_AGENTS, agent_problems
 from bot.config.egress import AgentEgress
+from bot.config.epics import EpicsConfig
 from bot.config.errors import (
     COMMAND_PLACEHOLDERS,
     CONFIG_PATH,
@@ -343,6 +344,9 @@ class RepoConfig(_Section):
         default_factory=PublishingConfig, description="How pull requests are opened."
     )
     ci: CIConfig = Field(default_factory=CIConfig, description="The repository's own CI on batch PRs.")
+    epics: EpicsConfig = Field(
+        default_factory=EpicsConfig, description="Epics whose features live in other repositories."
+    )
 
     @model_validator(mode="after")
     def _check_approvals(self) -> RepoConfig:

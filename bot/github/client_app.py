@@ -6,6 +6,7 @@ A port over an installation or a token cannot make them: GitHub answers 401.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -13,7 +14,8 @@ import httpx
 from githubkit import GitHub
 from githubkit.auth import UnauthAuthStrategy
 
-from bot.github.client_base import drop_none, github_errors, json_list, json_object
+from bot.errors import NotFound
+from bot.github.client_base import drop_none, github_errors, json_list, json_object, split_repo
 from bot.github.models import AppInstallation, HookDelivery, ManifestApp
 from bot.redaction import register_secret
 
@@ -26,6 +28,14 @@ def next_cursor(link: str) -> str | None:
             cursors = parse_qs(urlsplit(url.strip().strip("<>")).query).get("cursor")
             return cursors[0] if cursors else None
     return None
+
+
+@dataclass(frozen=True)
+class RepoInstallation:
+    """The App's installation that covers a repository, and what it was granted."""
+
+    id: int
+    permissions: dict[str, str] = field(default_factory=dict)
 
 
 class AppCalls:
@@ -64,6 +74,22 @@ class AppCalls:
             resp = await self._github.rest.apps.async_get_authenticated(headers=self._headers)
         owner = json_object(resp).get("owner") or {}
         return str(owner.get("login") or ""), str(owner.get("type") or "User")
+
+    async def get_repo_installation(self, repo: str) -> RepoInstallation | None:
+        """The App's installation on `repo` (`GET /repos/{owner}/{repo}/installation`); None where
+        the App is not installed (GitHub answers 404)."""
+        owner, name = split_repo(repo)
+        try:
+            with github_errors(f"find the App's installation on {repo}"):
+                resp = await self._github.rest.apps.async_get_repo_installation(
+                    owner, name, headers=self._headers
+                )
+        except NotFound:
+            return None
+        data = json_object(resp)
+        permissions = data.get("permissions") or {}
+        granted = {str(k): str(v) for k, v in permissions.items() if isinstance(v, str)}
+        return RepoInstallation(id=int(data["id"]), permissions=granted)
 
 
 async def convert_manifest(

@@ -236,6 +236,7 @@ class Repository(_Lenient):
     html_url: str = Field(default="", description="Link to the repository on its GitHub's web pages.")
     node_id: str = Field(default="", description="GraphQL id (what `updateRefs` names the repository by).")
     private: bool = Field(default=False, description="True for private or internal repositories.")
+    description: str | None = Field(default=None, description="The repository's one-line description.")
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Repository:

@@ -28,6 +28,8 @@ from bot.errors import NotFound, StateError
 from bot.handlers.approval import approve_command, start_execution
 from bot.handlers.ask import answer_question
 from bot.handlers.clarify import on_plain_comment
+from bot.handlers.epic import epic_children
+from bot.handlers.epic_children import cancel_children, recheck_targets
 from bot.handlers.plan_io import update_plan
 from bot.handlers.planning import plan_issue
 from bot.handlers.review import on_pr_command
@@ -190,6 +192,8 @@ async def _revise(session: Session, cmd: Command, author: Author) -> None:
 
 @command("approve")
 async def _approve(session: Session, cmd: Command, author: Author) -> None:
+    # An epic across repositories that could not open its children: looked at again first.
+    await recheck_targets(session, actor=author.login, association=author.association, user_type=author.type)
     await approve_command(
         session,
         cmd,
@@ -265,6 +269,9 @@ async def _cancel(session: Session, cmd: Command, author: Author) -> None:
 
     saved = await update_plan(session, loaded, cancelled)
     await session.reply(messages.cancelled(saved.state, removed))
+    if saved.state.status == PlanStatus.CANCELLED and epic_children(saved.state):
+        said = await cancel_children(session, saved.state, by=author.login)
+        await session.reply("The epic's children:\n\n" + "\n".join(f"- {line}" for line in said))
 
 
 @command("rebase")

@@ -22,11 +22,13 @@ from bot.gates.dependencies import AdvisoryCache, AdvisoryLookup
 from bot.gates.detect import GateSpec
 from bot.handlers.approval import EXECUTE_JOB
 from bot.handlers.epic import child_moved, waiting_for
+from bot.handlers.epic_children import open_children
 from bot.handlers.plan_io import save_plan
 from bot.handlers.session import Session, session_for_job
 from bot.orchestration.actions_backend import ActionsStoryRunner
 from bot.orchestration.engine import announce_outcome, execute
 from bot.orchestration.run import CONTINUABLE, Run
+from bot.plan.epic import spans_repositories
 from bot.plan.state import PlanState, PlanStatus, StoryStatus, transition
 from bot.publishing.github import GitHubPublisher, GitHubReporter
 from bot.runtime.services import Services
@@ -179,9 +181,12 @@ async def run_execute_job(job: ClaimedJob, services: Services) -> None:
     if data.get("plan_hash") and data["plan_hash"] != loaded.state.plan_hash:
         log.info("execution job is for an older revision: skipped")
         return
+    if spans_repositories(loaded.state.prd, session.repo):
+        await open_children(session, loaded)  # an epic across repositories runs nothing itself
+        return
     pending = await waiting_for(session)
     if pending:
-        waits = ", ".join(f"#{n}" for n in pending)
+        waits = ", ".join(pending)
         await session.reply(
             f"This plan is approved and waits for {waits} to be merged first (an epic runs its "
             "features in dependency order, each on the code of the ones it needs). It starts by "

@@ -22,6 +22,7 @@ from bot.agent.readonly import GitTree
 from bot.errors import ConfigurationError, GitHubError, LLMError, WorkspaceError
 from bot.github.models import Issue
 from bot.handlers.epic import epic_context
+from bot.handlers.epic_repos import epic_targets
 from bot.handlers.session import Session
 from bot.llm import LLM
 from bot.plan import PRD, prd_to_yaml
@@ -43,9 +44,16 @@ EXPORT_SECONDS = 300
 
 
 async def plan_with_llm(
-    session: Session, *, issue: Issue, notes: str, feedback: str | None, previous: PRD | None
+    session: Session,
+    *,
+    issue: Issue,
+    notes: str,
+    feedback: str | None,
+    previous: PRD | None,
+    actor: str | None = None,
 ) -> PlanningResult:
-    """Plan the issue with the configured model(s)."""
+    """Plan the issue with the configured model(s); `actor`: who asked (an epic's planner sees
+    only the other repositories they can read)."""
     config = session.config
     assert config is not None
     if session.services.llm_for is None:
@@ -86,8 +94,17 @@ async def plan_with_llm(
     )
     if triage and explored is not None:
         check_intent(explored)
+    text = f"{issue.title}\n{issue.body or ''}"
+    # Read only if the plan turns out to be an epic (and never for an epic's child).
+    targets = None if epic else functools.partial(epic_targets, session, text, actor=actor)
     return await plan_explored(
-        config, llm=llm, planners=planners, issue=context, repo=repo, explored=explored
+        config,
+        llm=llm,
+        planners=planners,
+        issue=context,
+        repo=repo,
+        explored=explored,
+        epic_targets=targets,
     )
 
 

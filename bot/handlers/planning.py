@@ -15,12 +15,20 @@ from bot.config.repo import RepoConfig
 from bot.db.queue import ClaimedJob
 from bot.errors import GitHubError, LLMError, PlanValidationError, StateError
 from bot.handlers.environment import planned_setup
-from bot.handlers.epic import PLAN_CHILD_JOB, child_moved, create_children, refresh_rollup
+from bot.handlers.epic import (
+    PLAN_CHILD_JOB,
+    child_moved,
+    create_children,
+    queue_child_planning,
+    refresh_rollup,
+)
+from bot.handlers.epic_children import check_epic, epic_cancelled
 from bot.handlers.llm_planning import plan_with_llm
 from bot.handlers.plan_io import save_plan, update_plan
 from bot.handlers.plan_pr import open_plan_pr
 from bot.handlers.session import Session, session_for_event, session_for_job
-from bot.plan import changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
+from bot.plan import Strategy, changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
+from bot.plan.epic import IssueRef, spans_repositories
 from bot.plan.state import PlanSource, PlanState, PlanStatus, new_plan, revise
 from bot.planning.answers import intent_reply
 from bot.planning.exploration import NeedsAnswers, NotATask
@@ -129,6 +137,7 @@ async def plan_issue(
                 notes=text,
                 feedback=feedback,
                 previous=loaded.state.prd if loaded else None,
+                actor=actor,
             )
             prd, source = planning.prd, "llm"
     except PlanValidationError as exc:
@@ -208,9 +217,15 @@ async def plan_issue(
         saved.comment_id,
         actor,
     )
-    if planning is not None and planning.epic is not None and prd.strategy.value == "mega":
-        children = await create_children(session, planning.epic, title=prd.title)
+    if prd.features and prd.strategy is Strategy.MEGA and spans_repositories(prd, session.repo):
+        # Across repositories: nothing is opened before a writer here approves this plan.
+        await check_epic(session, saved)
+        return
+    if prd.features and prd.strategy is Strategy.MEGA:
+        children = await create_children(session, prd.features, title=prd.title)
         saved = await update_plan(session, saved, functools.partial(_as_epic, children=children))
+        for _, number in children:
+            await queue_child_planning(session, IssueRef(session.repo, number), session.installation_id)
         listed = "\n".join(f"- {fid}: #{n}" for fid, n in children)
         await session.reply(
             f"This issue is an epic. Each feature is planned in its own issue, in this "
@@ -251,5 +266,9 @@ def _as_epic(state: PlanState, *, children: list[tuple[str, int]]) -> PlanState:
 async def run_plan_child(job: ClaimedJob, services: Services) -> None:
     """Plan a child issue of an epic (its label was added by the bot, which sends no event we act on)."""
     session = await session_for_job(services, job)
-    if session is not None:
-        await plan_issue(session, actor="plan-cascade", text="")
+    if session is None:
+        return
+    if await epic_cancelled(session, (await session.issue_info()).body):
+        log.info("%s#%s is not planned: its epic was cancelled", session.repo, session.issue)
+        return
+    await plan_issue(session, actor="plan-cascade", text="")

@@ -61,9 +61,13 @@ def add_approval(state: PlanState, approval: Approval) -> tuple[PlanState, str]:
     Only approvals of the current revision count; one per user; the plan becomes
     approved when `required_approvals` distinct users approved.
     """
-    if state.children:
-        listed = ", ".join(f"#{n}" for n in state.children)
+    # An epic whose children are all open is approved no more (an epic across repositories that
+    # opened only some, stopped by a problem, is approved again to open the rest).
+    if state.children or (state.child_issues and len(state.child_issues) >= len(state.prd.features)):
+        listed = ", ".join([f"#{n}" for n in state.children] + list(state.child_issues.values()))
         raise StateError(f"this plan is an epic: its features are planned in {listed}; approve those")
+    if state.epic_problems:
+        raise StateError("this epic cannot open its children yet: " + "; ".join(state.epic_problems))
     if approval.plan_hash != state.plan_hash:
         raise StateError(
             f"that approval is for an older revision ({approval.plan_hash[:12]}); the current plan is "

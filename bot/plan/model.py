@@ -17,6 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 STORY_ID_PATTERN = r"^[A-Z][A-Z0-9]*-\d{3}$"
+FEATURE_ID_PATTERN = r"^FEAT-\d{3}$"
+REPOSITORY_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"
 PRD_SCHEMA_ID = "urn:plan-cascade:prd:v1"
 PRD_SCHEMA_TITLE = "Plan Cascade PRD v1"
 
@@ -88,6 +90,26 @@ class Story(BaseModel):
     )
 
 
+class Feature(BaseModel):
+    """One feature of an epic (a mega plan): one child issue, planned and approved on its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(
+        description="Feature id such as FEAT-001.", json_schema_extra={"pattern": FEATURE_ID_PATTERN}
+    )
+    title: str = Field(description="Short imperative title of the child issue.")
+    description: str = Field(default="", description="What the feature delivers and what it leaves out.")
+    depends_on: list[str] = Field(default_factory=list, description="Ids of features to finish first.")
+    stories: list[str] = Field(default_factory=list, description="Ids of the plan's stories it covers.")
+    repository: str | None = Field(
+        default=None,
+        description="owner/name of the repository the feature's child issue is opened in; absent: "
+        "the epic's own repository.",
+        json_schema_extra={"pattern": REPOSITORY_PATTERN},
+    )
+
+
 class PRD(BaseModel):
     """A plan: a titled, ordered list of stories with dependencies between them."""
 
@@ -108,6 +130,11 @@ class PRD(BaseModel):
         default_factory=list,
         description="The stories, in the order they are listed to people.",
         json_schema_extra={"minItems": 1},
+    )
+    features: list[Feature] = Field(
+        default_factory=list,
+        description="Only for strategy mega: the epic's features, each a child issue (in the "
+        "repository it names), in the order they are listed.",
     )
 
     def story(self, story_id: str) -> Story:
@@ -139,9 +166,15 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _BlockDumper.add_representer(str, _represent_str)
 
 
+def prd_data(prd: PRD) -> dict[str, Any]:
+    """The PRD as JSON data in schema order; `features` only when there are any (a plan without
+    them reads, and hashes, as it did before features existed)."""
+    return prd.model_dump(mode="json", exclude=None if prd.features else {"features"})
+
+
 def prd_to_yaml(prd: PRD) -> str:
     """Return the PRD as block-style YAML with keys in schema order."""
-    data: dict[str, Any] = prd.model_dump(mode="json")
+    data: dict[str, Any] = prd_data(prd)
     return yaml.dump(
         data,
         Dumper=_BlockDumper,
@@ -154,7 +187,7 @@ def prd_to_yaml(prd: PRD) -> str:
 
 def prd_to_json(prd: PRD) -> str:
     """Return the PRD as indented JSON with keys in schema order."""
-    return json.dumps(prd.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(prd_data(prd), indent=2, ensure_ascii=False) + "\n"
 
 
 def prd_json_schema() -> dict[str, Any]:

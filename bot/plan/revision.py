@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 
-from bot.plan.model import PRD
+from bot.plan.model import PRD, prd_data
 
 
 def canonical_json(prd: PRD) -> str:
     """The PRD as JSON with sorted keys and no whitespace; equal plans give equal text."""
-    return json.dumps(prd.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(prd_data(prd), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def revision_hash(prd: PRD) -> str:

@@ -229,6 +229,14 @@ class PlanState(BaseModel):
         default=None, description="The execute job that brought the last run to its end (a redone job stops)."
     )
     children: list[int] = Field(default_factory=list, description="Child issues of an epic (mega plan).")
+    child_issues: dict[str, str] = Field(
+        default_factory=dict,
+        description="An epic across repositories: feature id → its child issue `owner/name#number`.",
+    )
+    epic_problems: list[str] = Field(
+        default_factory=list,
+        description="Why an epic across repositories cannot open its children (no approval until fixed).",
+    )
     created_at: datetime | None = None
     updated_at: datetime | None = None
 

@@ -68,7 +68,9 @@ class Block:
 # -- payload and signature ---------------------------------------------------------------
 def state_payload(state: PlanState) -> str:
     """The state as zlib-compressed JSON in base64 (what the hidden block carries)."""
-    raw = json.dumps(state.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
+    # A PRD without features is written as before features existed (older servers can read it).
+    unused = {"prd": {"features"}} if not state.prd.features else None
+    raw = json.dumps(state.model_dump(mode="json", exclude=unused), separators=(",", ":"), ensure_ascii=False)
     return base64.b64encode(zlib.compress(raw.encode(), 9)).decode()
 
 

@@ -11,9 +11,10 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from bot.errors import PlanValidationError
+from bot.plan.epic import feature_problems
 from bot.plan.graph import dependency_problems
 from bot.plan.load import load_document
-from bot.plan.model import PRD, STORY_ID_PATTERN, Story, Strategy
+from bot.plan.model import PRD, STORY_ID_PATTERN, Feature, Story, Strategy
 
 DEFAULT_MAX_STORIES = 50
 
@@ -155,6 +156,7 @@ def validate_prd(prd: PRD, *, max_stories: int = DEFAULT_MAX_STORIES, vague: boo
     for index, story in enumerate(prd.stories):
         problems.extend(_story_problems(index, story, taken, vague=vague))
     problems.extend(dependency_problems(prd.stories))
+    problems.extend(feature_problems(prd))
     return problems
 
 
@@ -193,6 +195,7 @@ def _error_line(err: ErrorDetails) -> str:
     if kind == "extra_forbidden":
         key, parent = str(loc[-1]), _loc(loc[:-1])
         fields = Story.model_fields if len(loc) == 3 and loc[0] == "stories" else PRD.model_fields
+        fields = Feature.model_fields if len(loc) == 3 and loc[0] == "features" else fields
         close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]}?)" if close else ""
         return f"{parent or 'top level'}: unknown key {_quote(key)}{hint}"

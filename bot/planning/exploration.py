@@ -11,6 +11,7 @@ shows what was looked at ("What I looked at") and what it cost.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -22,6 +23,7 @@ from bot.config.repo import RepoConfig
 from bot.llm import LLM, Usage
 from bot.llm.sanitize import fence_untrusted
 from bot.planning.context import IssueContext, RepoContext
+from bot.planning.epic import Targets
 from bot.planning.planner import PlanningResult, plan_issue
 from bot.rendering.jinja import md_inline
 
@@ -206,8 +208,10 @@ async def plan_explored(
     issue: IssueContext,
     repo: RepoContext,
     explored: Exploration | None,
+    epic_targets: Callable[[], Awaitable[Targets | None]] | None = None,
 ) -> PlanningResult:
-    """Plan with the repository's planning settings and what exploring found (if it ran)."""
+    """Plan with the repository's planning settings and what exploring found (if it ran);
+    `epic_targets`: where an epic's features may be planned."""
     result = await plan_issue(
         llm=llm,
         issue=issue,
@@ -217,6 +221,7 @@ async def plan_explored(
         planning_llms=planners,
         quality_review=config.llm.quality_review,
         explored=planner_notes(explored) if explored is not None else "",
+        epic_targets=epic_targets,
     )
     return with_exploration(result, explored)
 

@@ -10,7 +10,7 @@ posts the result. Every structured call gets one repair round; a failure raises
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,7 +19,7 @@ from bot.errors import LLMError
 from bot.llm import LLM, Usage, complete_structured
 from bot.plan import PRD, Strategy, validate_prd
 from bot.planning.context import IssueContext, RepoContext, build_context
-from bot.planning.epic import Epic, plan_epic
+from bot.planning.epic import Epic, Targets, plan_epic
 from bot.planning.meter import UsageMeter
 from bot.planning.perspectives import (
     Synthesis,
@@ -102,8 +102,12 @@ async def plan_issue(
     quality_review: bool = True,
     context_tokens: int = 12000,
     explored: str = "",
+    epic_targets: Callable[[], Awaitable[Targets | None]] | None = None,
 ) -> PlanningResult:
-    """Plan `issue` with `llm` (and `planning_llms` for cross-checking when there are two or more)."""
+    """Plan `issue` with `llm` (and `planning_llms` for cross-checking when there are two or more).
+
+    `epic_targets`: reads the repositories an epic's features may be planned in, called only when
+    the plan is an epic (None, or None read: its own repository only)."""
     if max_stories < 1:
         raise ValueError(f"max_stories must be at least 1, got {max_stories}")
     hint = analyse_strategy(issue, repo)
@@ -189,10 +193,12 @@ async def plan_issue(
 
     epic: Epic | None = None
     if prd.strategy is Strategy.MEGA:
+        targets = await epic_targets() if epic_targets is not None else None
         epic = await _step(
             "splitting the epic into features",
-            plan_epic(llm, prd=prd, context=context, meter=meter),
+            plan_epic(llm, prd=prd, context=context, meter=meter, targets=targets),
         )
+        prd = prd.model_copy(update={"features": epic.features})
 
     return PlanningResult(
         prd=prd,

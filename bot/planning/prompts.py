@@ -72,6 +72,11 @@ def quality_review_prompt(*, context: str, prd: PRD, warnings: Sequence[str] = (
     return _render("quality_review", context=context, prd_json=prd_to_json(prd), warnings=list(warnings))
 
 
-def epic_prompt(*, context: str, prd: PRD) -> str:
-    """Ask for the Epic (features, their dependencies and stories) of a mega plan."""
-    return _render("epic", context=context, prd_json=prd_to_json(prd))
+def epic_prompt(
+    *, context: str, prd: PRD, own: str | None = None, repositories: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """Ask for the Epic (features, their dependencies, stories and repositories) of a mega plan;
+    `repositories`: the candidates (`repo`, `description`, `tree`) besides `own`, the epic's."""
+    return _render(
+        "epic", context=context, prd_json=prd_to_json(prd), own=own, repositories=list(repositories)
+    )

@@ -18,6 +18,7 @@ from bot.plan import short_hash
 from bot.plan.baseline import summary_line
 from bot.plan.state import PlanState, PlanStatus, StoryStatus, totals
 from bot.plan.state_block import PLAN_MARKER, encode_state
+from bot.rendering.epic_plan import epic_rows
 from bot.rendering.estimate import ExecutionEstimate
 from bot.rendering.jinja import mermaid_id, mermaid_label, template_env
 
@@ -196,6 +197,7 @@ def _context(
         "app_url": app_url,
         "updated": utc(state.updated_at) if state.updated_at else None,
         "state_block": state_block,
+        "epic_rows": epic_rows(state),
     }
 
 

@@ -36,6 +36,7 @@ from bot.testing.fake_github_apps import FakeApps
 from bot.testing.fake_github_faults import Faults
 from bot.testing.fake_github_gitdata import gitdata_routes
 from bot.testing.fake_github_hooks import FakeHooks
+from bot.testing.fake_github_installations import Installed, app_only_route
 from bot.testing.fake_github_log import RequestLog, conditional
 from bot.testing.fake_github_model import (
     LEGACY_PERMISSION,
@@ -55,7 +56,7 @@ T = TypeVar("T")
 
 
 @dataclass
-class FakeGitHub(RequestLog, GitDataHelpers):
+class FakeGitHub(RequestLog, GitDataHelpers, Installed):
     """In-memory GitHub. Helpers below set state; `requests` records what clients sent."""
 
     api_url: str = "http://github.test"
@@ -338,7 +339,7 @@ class FakeGitHub(RequestLog, GitDataHelpers):
     def _authorize(self, request: Request) -> None:
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
         route = request.url.path.removeprefix(httpx.URL(self.urls.api).path.rstrip("/"))
-        if route == "/app" or route.startswith("/app/"):  # `/apps/…`, `/app-manifests/…`: no JWT
+        if route == "/app" or route.startswith("/app/") or app_only_route(route):  # not `/app-manifests/…`
             if scheme.lower() != "bearer":
                 raise HttpError(401, "A JSON web token could not be decoded")
             if self.app_public_key is None:
@@ -349,8 +350,8 @@ class FakeGitHub(RequestLog, GitDataHelpers):
                 raise HttpError(401, f"A JSON web token could not be decoded: {exc}") from exc
             if str(claims.get("iss")) != str(self.app_id):
                 raise HttpError(401, "'Issuer' claim ('iss') must be the App's id")
-        elif self.require_auth and credential not in self.valid_tokens:
-            raise HttpError(401, "Bad credentials")
+        else:  # a token: known (`require_auth`), and reaching only its installation's repositories
+            self.installations.authorize(request.method, route, credential)
 
     def _repo(self, request: Request) -> m.FakeRepo:
         full = f"{request.path_params['owner']}/{request.path_params['repo']}"

@@ -104,10 +104,11 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def access_token(request: Request, data: Any) -> Response:
         token = f"ghs_{secrets.token_hex(18)}"
+        granted = fake.installations.issue_token(token, request.path_params["installation_id"], data)
         fake.issued_tokens[token] = request.path_params["installation_id"]
         fake.valid_tokens.add(token)
         expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {"token": token, "expires_at": expires, "permissions": {}, "repository_selection": "all"}
+        body = {"token": token, "expires_at": expires, **granted}
         return JSONResponse(body, 201)
 
     # ----- repository, permission, contents -----------------------------------------------
@@ -335,6 +336,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         ("/app/installations/{installation_id:int}/access_tokens", ["POST"], access_token),
         (REPO, ["GET"], get_repo),
         (f"{REPO}/collaborators/{{username}}/permission", ["GET"], get_permission),
+        *fake.installations.routes(),
         (f"{REPO}/contents/{{path:path}}", ["GET"], get_contents),
         (f"{REPO}/git/trees/{{ref:path}}", ["GET"], get_tree),
         (f"{REPO}/issues", ["GET"], list_issues),

@@ -104,7 +104,8 @@ def test_yaml_and_json_round_trip() -> None:
     assert parse_prd(prd_to_json(prd)) == prd
     assert "Résumé" in prd_to_yaml(prd)
     assert "ünïcödé" in prd_to_json(prd)
-    assert list(json.loads(prd_to_json(prd))) == list(PRD.model_fields)
+    # `features` is written only by an epic that has them: other plans read as before.
+    assert list(json.loads(prd_to_json(prd))) == [f for f in PRD.model_fields if f != "features"]
 
 
 @given(st.text(), st.text(), st.lists(st.text(), max_size=3))
