@@ -15,8 +15,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-from urllib.parse import urlencode
+from typing import Any
 
 import httpx
 import jwt
@@ -45,6 +44,7 @@ from bot.testing.fake_github_model import (
     UnexpectedRequest,
     error_body,
 )
+from bot.testing.fake_github_pages import Pages
 from bot.testing.fake_github_pulls import current_key, pull_routes
 from bot.testing.fake_github_reviews import review_routes
 from bot.testing.fake_github_routes import mounted, route_table
@@ -52,11 +52,10 @@ from bot.testing.fake_github_rules import GitDataHelpers
 from bot.testing.fake_github_runs import runs_routes
 
 Handler = Callable[[Request, Any], Response]
-T = TypeVar("T")
 
 
 @dataclass
-class FakeGitHub(RequestLog, GitDataHelpers, Installed):
+class FakeGitHub(RequestLog, Pages, GitDataHelpers, Installed):
     """In-memory GitHub. Helpers below set state; `requests` records what clients sent."""
 
     api_url: str = "http://github.test"
@@ -358,20 +357,6 @@ class FakeGitHub(RequestLog, GitDataHelpers, Installed):
         if full not in self.repos:
             raise HttpError(404, "Not Found")
         return self.repos[full]
-
-    def _paginate(self, request: Request, items: list[T]) -> tuple[list[T], dict[str, str]]:
-        """This request's page of `items`, and the Link header pointing to the next page."""
-        per_page = min(int(request.query_params.get("per_page", 30)), 100)
-        page = int(request.query_params.get("page", 1))
-        headers = {}
-        if page * per_page < len(items):
-            query = {**request.query_params, "page": str(page + 1)}
-            headers["link"] = f'<{request.url.replace(query=urlencode(query))}>; rel="next"'
-        return items[(page - 1) * per_page : page * per_page], headers
-
-    def _page(self, request: Request, items: list[dict[str, Any]], **headers: str) -> JSONResponse:
-        chunk, link = self._paginate(request, items)
-        return JSONResponse(chunk, headers={**headers, **link})
 
     def _unknown(self, request: Request, data: Any) -> Response:
         self.unexpected.append(f"{request.method} {request.url.path}")
