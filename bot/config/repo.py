@@ -25,6 +25,7 @@ from bot.config.errors import (
 )
 from bot.config.globs import is_denied
 from bot.config.mcp import McpServer, mcp_problems
+from bot.config.schedules import Schedule, schedule_problems
 
 __all__ = [
     "COMMAND_PLACEHOLDERS",
@@ -343,6 +344,11 @@ class RepoConfig(_Section):
         default_factory=PublishingConfig, description="How pull requests are opened."
     )
     ci: CIConfig = Field(default_factory=CIConfig, description="The repository's own CI on batch PRs.")
+    schedules: list[Schedule] = Field(
+        [],
+        max_length=50,
+        description="Recurring work: an issue opened and planned on time (docs/schedules.md).",
+    )
 
     @model_validator(mode="after")
     def _check_approvals(self) -> RepoConfig:
@@ -353,6 +359,13 @@ class RepoConfig(_Section):
                     f"{len(self.approvers)} — lower it or add approvers"
                 ]
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_schedules(self) -> RepoConfig:
+        problems = schedule_problems(self.schedules)
+        if problems:
+            raise problems_error(problems)
         return self
 
     def known_agents(self) -> tuple[str, ...]:

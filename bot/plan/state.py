@@ -17,6 +17,7 @@ from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
 from bot.plan.baseline import BaseCheck
 from bot.plan.blocked import BlockedRequest
 from bot.plan.records import DependencyRecord, ToolUse
+from bot.plan.scheduled import ScheduledBy
 
 PlanSource = Literal["prd-block", "llm", "plan-pr", "reflection"]
 
@@ -229,6 +230,9 @@ class PlanState(BaseModel):
         default=None, description="The execute job that brought the last run to its end (a redone job stops)."
     )
     children: list[int] = Field(default_factory=list, description="Child issues of an epic (mega plan).")
+    scheduled: ScheduledBy | None = Field(
+        default=None, description="The schedule that opened the issue (`schedules:`); never an approval."
+    )
     created_at: datetime | None = None
     updated_at: datetime | None = None
 

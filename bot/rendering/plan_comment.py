@@ -20,6 +20,7 @@ from bot.plan.state import PlanState, PlanStatus, StoryStatus, totals
 from bot.plan.state_block import PLAN_MARKER, encode_state
 from bot.rendering.estimate import ExecutionEstimate
 from bot.rendering.jinja import mermaid_id, mermaid_label, template_env
+from bot.rendering.schedules import scheduled_line
 
 COMMENT_LIMIT = 65_536
 """GitHub's limit on an issue comment, in characters."""
@@ -196,6 +197,7 @@ def _context(
         "app_url": app_url,
         "updated": utc(state.updated_at) if state.updated_at else None,
         "state_block": state_block,
+        "scheduled_line": scheduled_line(state.scheduled) if state.scheduled else None,
     }
 
 

@@ -175,6 +175,10 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def create_issue(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
+        if maker() is not None and repo.app_permissions.get("issues") != "write":
+            raise HttpError(403, "Resource not accessible by integration")  # Issues: write is needed
+        if not repo.has_issues:
+            raise HttpError(410, "Issues are disabled for this repo")
         title = require_text(data, "title", "Issue")
         body = require_text(data, "body", "Issue", required=False)
         labels = [str(name) for name in (data or {}).get("labels") or []]

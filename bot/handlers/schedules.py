@@ -1,0 +1,296 @@
+"""Scheduled plans: `schedules:` in a repository's config open an issue on time and plan it.
+
+- A repository's schedules are read into the `schedules` table (`bot.db.schedules`) when a push
+  to its default branch touches the config, when the App is installed on it, and by the poll of
+  the repositories that have schedules; a run also re-reads the config, so a removed schedule
+  never runs again.
+- Every `PLAN_CASCADE_SCHEDULE_POLL_SECONDS` each process queues a look for due schedules, one job
+  group for all (the queue runs one look at a time, across processes); the look fires what is
+  due, each slot once, and queues its run.
+- A run opens an issue (the App's: title with the date, the task, a marker naming the schedule
+  and the slot) and queues its planning, as if a writer had labelled it. It never approves.
+  When the last run's issue is still open and its plan not approved, it adds one line there
+  instead: at most one open issue per schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.config.repo import CONFIG_PATH, RepoConfig
+from bot.config.schedules import Resolved, Schedule, resolve
+from bot.db import schedules as table
+from bot.db.queue import ClaimedJob
+from bot.handlers.planning import plan_issue
+from bot.handlers.session import Session, open_session, session_for_job
+from bot.plan.scheduled import ScheduledBy
+from bot.plan.state import PlanStatus
+from bot.rendering.schedules import issue_body, issue_title, parse_schedule_marker, skipped_line
+from bot.runtime.routing import Event, Router
+from bot.runtime.services import Services
+from bot.runtime.worker import JobKinds
+
+router = Router()
+kinds = JobKinds()
+log = logging.getLogger(__name__)
+
+LOOK_JOB = "schedule_look"
+RUN_JOB = "schedule_run"
+SYNC_JOB = "schedule_sync"
+PLAN_JOB = "plan_scheduled"
+LOOK_GROUP = "schedules"
+RESYNC_EVERY = timedelta(minutes=10)
+"""How often the repositories that have schedules have their config read again (a missed push)."""
+MAX_SYNCED_REPOSITORIES = 100
+"""Repositories of one installation event read at once (the poll gets the others later)."""
+WAITING = (PlanStatus.DRAFT, PlanStatus.AWAITING_APPROVAL)
+
+
+@dataclass(frozen=True)
+class Due:
+    """One run of one schedule: the slot it was due, and the one after it."""
+
+    repo: str
+    name: str
+    installation_id: int | None
+    slot: datetime
+    next_at: datetime | None
+
+
+# ----- keeping the table in step with the config ---------------------------------------------------
+def _sync_job(services: Services, repo: str, installation_id: int | None) -> Any:
+    assert services.enqueue is not None
+    return services.enqueue(SYNC_JOB, f"{repo}#schedules", {"repo": repo, "installation_id": installation_id})
+
+
+@router.register("push")
+async def on_push(event: Event, services: Services) -> None:
+    """A push to the default branch that touches the config reschedules the repository."""
+    data, repo = event.payload, event.envelope.repository
+    if event.repo is None or repo is None or services.enqueue is None:
+        return
+    if data.get("ref") != f"refs/heads/{repo.default_branch}":
+        return
+    touched = {
+        path
+        for commit in data.get("commits") or []
+        if isinstance(commit, dict)
+        for key in ("added", "modified", "removed")
+        for path in commit.get(key) or []
+    }
+    if CONFIG_PATH in touched:
+        await _sync_job(services, event.repo, event.installation_id)
+
+
+@router.register("installation", "created")
+@router.register("installation_repositories", "added")
+async def on_installed(event: Event, services: Services) -> None:
+    """The App came to repositories: read their schedules."""
+    key = "repositories" if event.name == "installation" else "repositories_added"
+    names = [r.get("full_name") for r in event.payload.get(key) or [] if isinstance(r, dict)]
+    if services.enqueue is None:
+        return
+    for name in [n for n in names if isinstance(n, str)][:MAX_SYNCED_REPOSITORIES]:
+        await _sync_job(services, name, event.installation_id)
+
+
+async def read_schedules(session: Session) -> list[Resolved] | None:
+    """The repository's schedules as its config says now (None: the config is invalid, reported
+    in the log and on the status page; the table keeps what it had)."""
+    config = await session.load_config()
+    if config is None:
+        return None
+    return [resolve(session.repo, s) for s in config.schedules]
+
+
+@kinds.register(SYNC_JOB)
+async def run_sync(job: ClaimedJob, services: Services) -> None:
+    """Read one repository's config and make its rows say the same."""
+    repo, installation_id = job.payload["repo"], job.payload.get("installation_id")
+    session = await open_session(services, repo=repo, issue=0, installation_id=installation_id)
+    found = await read_schedules(session)
+    if found is None:
+        assert session.config_error is not None
+        log.warning("%s: schedules left as they were: %s", repo, "; ".join(session.config_error.problems))
+        return
+    assert services.db is not None
+    result = await table.sync(
+        services.db, repo=repo, installation_id=installation_id, schedules=found, now=services.clock()
+    )
+    if result.added or result.changed or result.removed:
+        log.info("%s: schedules +%s ~%s -%s", repo, result.added, result.changed, result.removed)
+
+
+# ----- firing --------------------------------------------------------------------------------------
+@kinds.register(LOOK_JOB)
+async def run_look(job: ClaimedJob, services: Services) -> None:
+    """Fire what is due: each slot's run queued once, each schedule's next time moved on."""
+    assert services.db is not None
+    fired = await table.fire_due(services.db, now=services.clock(), kind=RUN_JOB)
+    for one in fired:
+        log.info("schedule %s of %s due %s: run queued", one.name, one.repo, one.slot.isoformat())
+    wake = services.extras.get("wake")
+    if fired and wake is not None:
+        wake.set()
+
+
+@kinds.register(RUN_JOB)
+async def run_due(job: ClaimedJob, services: Services) -> None:
+    """One run of one schedule (the table's record of it, and the metric, beside it)."""
+    data = job.payload
+    due = Due(
+        repo=data["repo"],
+        name=data["name"],
+        installation_id=data.get("installation_id"),
+        slot=datetime.fromisoformat(data["slot"]),
+        next_at=datetime.fromisoformat(data["next_at"]) if data.get("next_at") else None,
+    )
+    assert services.db is not None
+    try:
+        outcome, issue = await run_schedule(services, due)
+    except Exception as exc:
+        if job.attempts >= job.max_attempts:
+            await _count(services, due, "failed", error=str(exc)[:500])
+        raise
+    if outcome == "removed":
+        await table.forget(services.db, repo=due.repo, name=due.name)
+    elif outcome == "invalid":
+        await _count(services, due, "failed", error=f"{CONFIG_PATH} is invalid: nothing was opened")
+    else:
+        await _count(services, due, outcome, issue=issue)
+
+
+async def _count(
+    services: Services, due: Due, outcome: str, *, issue: int | None = None, error: str | None = None
+) -> None:
+    assert services.db is not None
+    await table.record(
+        services.db,
+        repo=due.repo,
+        name=due.name,
+        slot=due.slot,
+        outcome=outcome,
+        issue=issue,
+        error=error,
+        now=services.clock(),
+    )
+    if services.metrics is not None:
+        services.metrics.schedule_runs.labels(outcome).inc()
+
+
+async def run_schedule(services: Services, due: Due) -> tuple[str, int | None]:
+    """Open the run's issue and queue its planning, or add a line to the last run's issue that
+    still waits. (outcome, issue): `opened`, `skipped`, `removed` (no longer in the config or
+    disabled), `invalid` (the config cannot be read: reported, nothing opened)."""
+    session = await open_session(services, repo=due.repo, issue=0, installation_id=due.installation_id)
+    config = await session.load_config()
+    if config is None:
+        assert session.config_error is not None
+        log.warning(
+            "schedule %s of %s not run: %s", due.name, due.repo, "; ".join(session.config_error.problems)
+        )
+        return "invalid", None
+    schedule = next((s for s in config.schedules if s.name == due.name and s.enabled), None)
+    if schedule is None:
+        log.info("schedule %s of %s is no longer in %s: stopped", due.name, due.repo, CONFIG_PATH)
+        return "removed", None
+    waiting = await _open_runs(session, config, due.name)
+    mine = next((n for n, slot in waiting if slot == due.slot.isoformat()), None)
+    if mine is None:
+        for number, _ in waiting:
+            if await _still_waiting(session, number):
+                line = skipped_line(name=due.name, slot=due.slot, next_at=due.next_at, zone=schedule.timezone)
+                await session.port.create_issue_comment(due.repo, number, body=line)
+                log.info("schedule %s of %s: #%s still waits, run skipped", due.name, due.repo, number)
+                return "skipped", number
+        mine = await _open_issue(session, config, schedule, due)
+    await _queue_planning(services, due, schedule, mine)
+    return "opened", mine
+
+
+async def _open_runs(session: Session, config: RepoConfig, name: str) -> list[tuple[int, str]]:
+    """(issue, slot) of this schedule's open issues that the bot opened, newest first."""
+    issues = await session.port.list_issues(session.repo, labels=[config.trigger_label], state="open")
+    found = []
+    for issue in issues:
+        marker = parse_schedule_marker(issue.body)
+        if marker is not None and marker[0] == name and issue.user_login == session.bot_login:
+            found.append((issue.number, marker[1]))
+    return found
+
+
+async def _still_waiting(session: Session, number: int) -> bool:
+    """Whether an open run's plan is not approved yet (or not made: planning failed, or waits)."""
+    loaded = await session.store.load(session.port, session.repo, number, bot_login=session.bot_login)
+    return loaded is None or loaded.state.status in WAITING
+
+
+async def _open_issue(session: Session, config: RepoConfig, schedule: Schedule, due: Due) -> int:
+    labels = list(dict.fromkeys([config.trigger_label, *schedule.labels]))
+    issue = await session.port.create_issue(
+        due.repo,
+        title=issue_title(schedule.title, due.slot, schedule.timezone),
+        body=issue_body(task=schedule.task, name=due.name, slot=due.slot, zone=schedule.timezone),
+        labels=labels,
+    )
+    log.info("schedule %s of %s opened #%s", due.name, due.repo, issue.number)
+    return issue.number
+
+
+async def _queue_planning(services: Services, due: Due, schedule: Schedule, issue: int) -> None:
+    assert services.enqueue is not None
+    scheduled = ScheduledBy(name=due.name, slot=due.slot, next_at=due.next_at, timezone=schedule.timezone)
+    payload = {
+        "repo": due.repo,
+        "issue": issue,
+        "installation_id": due.installation_id,
+        "scheduled": scheduled.model_dump(mode="json"),
+    }
+    await services.enqueue(PLAN_JOB, f"{due.repo}#{issue}", payload)
+
+
+@kinds.register(PLAN_JOB)
+async def run_plan(job: ClaimedJob, services: Services) -> None:
+    """Plan a scheduled issue as if a writer had labelled it (its label was added by the bot, which
+    sends no event we act on). Nothing approves it."""
+    session = await session_for_job(services, job)
+    if session is None:
+        return
+    if await session.load_plan() is not None:
+        return  # planned already (a retried job)
+    scheduled = ScheduledBy.model_validate(job.payload["scheduled"])
+    await plan_issue(session, actor=f"schedule {scheduled.name}", text="", scheduled=scheduled)
+
+
+# ----- the poll ------------------------------------------------------------------------------------
+async def schedule_loop(services: Services, stop: asyncio.Event) -> None:
+    """Queue a look for due schedules every `PLAN_CASCADE_SCHEDULE_POLL_SECONDS` (the queue runs
+    one at a time, whichever process queued it), and re-read the schedules' repositories every
+    `RESYNC_EVERY`."""
+    queue, interval = services.queue, services.settings.schedule_poll_seconds
+    if queue is None or services.db is None:
+        return
+    last_sync: datetime | None = None
+    while not stop.is_set():
+        try:
+            await queue.enqueue(kind=LOOK_JOB, group_key=LOOK_GROUP, payload={}, unique=True)
+            now = services.clock()
+            if last_sync is None or now - last_sync >= RESYNC_EVERY:
+                last_sync = now
+                for repo, installation_id in await table.repositories(services.db):
+                    payload = {"repo": repo, "installation_id": installation_id}
+                    await queue.enqueue(
+                        kind=SYNC_JOB, group_key=f"{repo}#schedules", payload=payload, unique=True
+                    )
+            wake = services.extras.get("wake")
+            if wake is not None:
+                wake.set()
+        except Exception:
+            log.exception("queueing the look for due schedules failed; trying again")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
