@@ -36,6 +36,7 @@ LAZY_MODULES: dict[str, str] = {
     "bot.cli": "each command loads only its own front door: `serve` the App, `action` the Action, …",
     "bot.cli.action": "the Action's runner (githubkit, every handler) only when `plan-cascade action` runs",
     "bot.cli.plan": "local mode's runner and planner only when a `plan-cascade plan` command runs",
+    "bot.cli.schedules": "the database and the status page's reads only when `plan-cascade schedules` runs",
 }
 """Modules whose function-level imports are all on purpose."""
 _SDK = "an LLM SDK (anthropic, openai), loaded only when its provider is chosen"

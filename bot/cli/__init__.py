@@ -35,9 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from bot.cli import action as cli_action
     from bot.cli import plan as cli_plan
+    from bot.cli import schedules as cli_schedules
 
     cli_plan.add_commands(sub)
     cli_action.add_commands(sub)
+    cli_schedules.add_commands(sub)
     return parser
 
 
