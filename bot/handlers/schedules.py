@@ -30,7 +30,7 @@ from bot.handlers.planning import plan_issue
 from bot.handlers.session import Session, open_session, session_for_job
 from bot.plan.scheduled import ScheduledBy
 from bot.plan.state import PlanStatus
-from bot.rendering.schedules import issue_body, issue_title, parse_schedule_marker, skipped_line
+from bot.rendering.schedules import issue_body, issue_title, parse_schedule_marker, skip_marker, skipped_line
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
@@ -72,8 +72,8 @@ def _sync_job(services: Services, repo: str, installation_id: int | None) -> Any
 async def on_push(event: Event, services: Services) -> None:
     """A push to the default branch that touches the config reschedules the repository."""
     data, repo = event.payload, event.envelope.repository
-    if event.repo is None or repo is None or services.enqueue is None:
-        return
+    if event.repo is None or repo is None or services.enqueue is None or services.db is None:
+        return  # the Action keeps no table: it reads the config each time it runs
     if data.get("ref") != f"refs/heads/{repo.default_branch}":
         return
     touched = {
@@ -93,7 +93,7 @@ async def on_installed(event: Event, services: Services) -> None:
     """The App came to repositories: read their schedules."""
     key = "repositories" if event.name == "installation" else "repositories_added"
     names = [r.get("full_name") for r in event.payload.get(key) or [] if isinstance(r, dict)]
-    if services.enqueue is None:
+    if services.enqueue is None or services.db is None:
         return
     for name in [n for n in names if isinstance(n, str)][:MAX_SYNCED_REPOSITORIES]:
         await _sync_job(services, name, event.installation_id)
@@ -159,6 +159,8 @@ async def run_due(job: ClaimedJob, services: Services) -> None:
         raise
     if outcome == "removed":
         await table.forget(services.db, repo=due.repo, name=due.name)
+    elif outcome == "done":
+        return
     elif outcome == "invalid":
         await _count(services, due, "failed", error=f"{CONFIG_PATH} is invalid: nothing was opened")
     else:
@@ -183,10 +185,13 @@ async def _count(
         services.metrics.schedule_runs.labels(outcome).inc()
 
 
-async def run_schedule(services: Services, due: Due) -> tuple[str, int | None]:
+async def run_schedule(services: Services, due: Due, *, stateless: bool = False) -> tuple[str, int | None]:
     """Open the run's issue and queue its planning, or add a line to the last run's issue that
     still waits. (outcome, issue): `opened`, `skipped`, `removed` (no longer in the config or
-    disabled), `invalid` (the config cannot be read: reported, nothing opened)."""
+    disabled), `invalid` (the config cannot be read: reported, nothing opened), `done` (this
+    slot's issue or line exists: the Action's runs, which keep no table, see the same slot again).
+
+    `stateless` (the Action): GitHub alone says whether the slot ran, its closed issues too."""
     session = await open_session(services, repo=due.repo, issue=0, installation_id=due.installation_id)
     config = await session.load_config()
     if config is None:
@@ -199,29 +204,43 @@ async def run_schedule(services: Services, due: Due) -> tuple[str, int | None]:
     if schedule is None:
         log.info("schedule %s of %s is no longer in %s: stopped", due.name, due.repo, CONFIG_PATH)
         return "removed", None
-    waiting = await _open_runs(session, config, due.name)
-    mine = next((n for n, slot in waiting if slot == due.slot.isoformat()), None)
-    if mine is None:
-        for number, _ in waiting:
-            if await _still_waiting(session, number):
-                line = skipped_line(name=due.name, slot=due.slot, next_at=due.next_at, zone=schedule.timezone)
-                await session.port.create_issue_comment(due.repo, number, body=line)
-                log.info("schedule %s of %s: #%s still waits, run skipped", due.name, due.repo, number)
-                return "skipped", number
-        mine = await _open_issue(session, config, schedule, due)
-    await _queue_planning(services, due, schedule, mine)
-    return "opened", mine
+    runs = await _runs(session, config, due.name, state="all" if stateless else "open")
+    mine = next((issue for issue in runs if issue[1] == due.slot.isoformat()), None)
+    if mine is not None:  # opened by an earlier attempt (or run): planned if it was not
+        if mine[2]:
+            await _queue_planning(services, due, schedule, mine[0])
+        return ("done" if stateless else "opened"), mine[0]
+    for number, _, is_open in runs:
+        if is_open and await _still_waiting(session, number):
+            if stateless and await _skipped_before(session, number, due):
+                return "done", number
+            line = skipped_line(name=due.name, slot=due.slot, next_at=due.next_at, zone=schedule.timezone)
+            await session.port.create_issue_comment(due.repo, number, body=line)
+            log.info("schedule %s of %s: #%s still waits, run skipped", due.name, due.repo, number)
+            return "skipped", number
+    number = await _open_issue(session, config, schedule, due)
+    await _queue_planning(services, due, schedule, number)
+    return "opened", number
 
 
-async def _open_runs(session: Session, config: RepoConfig, name: str) -> list[tuple[int, str]]:
-    """(issue, slot) of this schedule's open issues that the bot opened, newest first."""
-    issues = await session.port.list_issues(session.repo, labels=[config.trigger_label], state="open")
+async def _runs(
+    session: Session, config: RepoConfig, name: str, *, state: str
+) -> list[tuple[int, str, bool]]:
+    """(issue, slot, open) of this schedule's issues that the bot opened, newest first."""
+    issues = await session.port.list_issues(session.repo, labels=[config.trigger_label], state=state)
     found = []
     for issue in issues:
         marker = parse_schedule_marker(issue.body)
         if marker is not None and marker[0] == name and issue.user_login == session.bot_login:
-            found.append((issue.number, marker[1]))
+            found.append((issue.number, marker[1], issue.state == "open"))
     return found
+
+
+async def _skipped_before(session: Session, number: int, due: Due) -> bool:
+    """Whether the bot already added this slot's line to `number`."""
+    marker = skip_marker(due.name, due.slot)
+    comments = await session.port.list_issue_comments(session.repo, number)
+    return any(c.user_login == session.bot_login and marker in (c.body or "") for c in comments)
 
 
 async def _still_waiting(session: Session, number: int) -> bool:

@@ -18,6 +18,11 @@ def schedule_marker(name: str, slot: datetime) -> str:
     return f"<!-- plan-cascade:schedule name={name} slot={slot.isoformat()} -->"
 
 
+def skip_marker(name: str, slot: datetime) -> str:
+    """The hidden end of a skipped run's line: which slot it stands for."""
+    return f"<!-- plan-cascade:schedule-skip name={name} slot={slot.isoformat()} -->"
+
+
 def parse_schedule_marker(body: str | None) -> tuple[str, str] | None:
     """(name, slot) of the last marker in a body, or None."""
     found = _MARKER.findall(body or "")
@@ -53,6 +58,7 @@ def skipped_line(*, name: str, slot: datetime, next_at: datetime | None, zone: s
     return (
         f"⏭️ skipped: still waiting — the schedule {md_code(name)} was due {md_inline(local(slot, zone))} "
         f"and opened no new issue: this one's plan is not approved yet (approve it or close the issue){then}."
+        f" {skip_marker(name, slot)}"
     )
 
 
