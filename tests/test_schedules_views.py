@@ -77,3 +77,17 @@ def test_the_cli_prints_the_same(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["--env-file", str(env), "schedules", "--json"]) == 0
     [line] = json.loads(capsys.readouterr().out)
     assert line["last_issue_url"] == "https://github.com/octo-org/shop/issues/7"
+
+
+def test_the_cli_shows_what_a_config_file_s_schedules_become(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "plan-cascade.yml"
+    path.write_text(config(entry(when="weekly on monday at 06:00"), entry(name="spread", when="daily")))
+    assert main(["schedules", "--config", str(path), "--repo", "octo-org/shop"]) == 0
+    deps, spread = capsys.readouterr().out.splitlines()
+    assert deps.startswith("deps: 0 6 * * 1 (Europe/Berlin); next ")
+    minute, hour, *rest = spread.removeprefix("spread: ").split()
+    assert rest[:3] == ["*", "*", "*"] and 0 <= int(minute) < 60 and 0 <= int(hour) < 24
+    assert main(["schedules", "--config", str(path)]) == 2
+    assert "--config needs --repo OWNER/NAME" in capsys.readouterr().err
