@@ -271,3 +271,16 @@ async def test_installing_the_app_reads_the_schedules(tmp_path: Path) -> None:
         assert await h.deliver("installation_repositories", payload) == 202
         await h.drain()
         assert table.aware((await row(h)).next_at) == utc("2027-01-04 06:00")
+
+
+async def test_close_older_closes_the_waiting_issue_and_opens_the_new_run(tmp_path: Path) -> None:
+    clock = Clock(utc("2027-01-04 05:30"))
+    async with Harness(tmp_path) as h:
+        await start(h, clock, config(entry(when="0 6 * * *", zone="UTC", close_older=True)))
+        [first] = await tick(h, clock, utc("2027-01-04 06:00"))
+        [second] = await tick(h, clock, utc("2027-01-05 06:00"))
+        older = h.fake.repo(REPO).issues[first]
+        assert (older.state, older.state_reason) == ("closed", "not_planned")
+        assert h.comments(first)[-1].startswith(f"⏭️ closed: the schedule `deps` opened #{second}")
+        assert h.fake.repo(REPO).issues[second].state == "open" and len(h.plan_comments(second)) == 1
+        assert (await row(h)).runs == 2

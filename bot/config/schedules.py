@@ -56,6 +56,9 @@ class Schedule(BaseModel):
         [], max_length=10, description="Labels added to each run's issue (besides trigger_label)."
     )
     enabled: bool = Field(True, description="false = keep the entry, run nothing.")
+    close_older: bool = Field(
+        False, description="When the last run's issue still waits: close it and open a new one (else skip)."
+    )
 
 
 def _phrase_problem(text: str) -> ValueError:

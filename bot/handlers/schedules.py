@@ -30,7 +30,14 @@ from bot.handlers.planning import plan_issue
 from bot.handlers.session import Session, open_session, session_for_job
 from bot.plan.scheduled import ScheduledBy
 from bot.plan.state import PlanStatus
-from bot.rendering.schedules import issue_body, issue_title, parse_schedule_marker, skip_marker, skipped_line
+from bot.rendering.schedules import (
+    issue_body,
+    issue_title,
+    parse_schedule_marker,
+    skip_marker,
+    skipped_line,
+    superseded_line,
+)
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
@@ -205,22 +212,25 @@ async def run_schedule(services: Services, due: Due, *, stateless: bool = False)
         log.info("schedule %s of %s is no longer in %s: stopped", due.name, due.repo, CONFIG_PATH)
         return "removed", None
     runs = await _runs(session, config, due.name, state="all" if stateless else "open")
-    mine = next((issue for issue in runs if issue[1] == due.slot.isoformat()), None)
-    if mine is not None:  # opened by an earlier attempt (or run): planned if it was not
-        if mine[2]:
-            await _queue_planning(services, due, schedule, mine[0])
-        return ("done" if stateless else "opened"), mine[0]
-    for number, _, is_open in runs:
-        if is_open and await _still_waiting(session, number):
-            if stateless and await _skipped_before(session, number, due):
-                return "done", number
-            line = skipped_line(name=due.name, slot=due.slot, next_at=due.next_at, zone=schedule.timezone)
-            await session.port.create_issue_comment(due.repo, number, body=line)
-            log.info("schedule %s of %s: #%s still waits, run skipped", due.name, due.repo, number)
-            return "skipped", number
-    number = await _open_issue(session, config, schedule, due)
-    await _queue_planning(services, due, schedule, number)
-    return "opened", number
+    slot = due.slot.isoformat()
+    mine = next((issue for issue in runs if issue[1] == slot), None)  # an earlier attempt's (or run's)
+    waiting = [n for n, s, is_open in runs if is_open and s != slot and await _still_waiting(session, n)]
+    if mine is None and waiting and not schedule.close_older:
+        if stateless and await _skipped_before(session, waiting[0], due):
+            return "done", waiting[0]
+        line = skipped_line(name=due.name, slot=due.slot, next_at=due.next_at, zone=schedule.timezone)
+        await session.port.create_issue_comment(due.repo, waiting[0], body=line)
+        log.info("schedule %s of %s: #%s still waits, run skipped", due.name, due.repo, waiting[0])
+        return "skipped", waiting[0]
+    number = mine[0] if mine is not None else await _open_issue(session, config, schedule, due)
+    if schedule.close_older:
+        for older in waiting:
+            await session.port.create_issue_comment(due.repo, older, body=superseded_line(due.name, number))
+            await session.port.close_issue(due.repo, older)
+            log.info("schedule %s of %s: #%s closed for #%s", due.name, due.repo, older, number)
+    if mine is None or mine[2]:
+        await _queue_planning(services, due, schedule, number)
+    return ("done" if stateless and mine is not None else "opened"), number
 
 
 async def _runs(

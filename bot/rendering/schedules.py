@@ -62,6 +62,14 @@ def skipped_line(*, name: str, slot: datetime, next_at: datetime | None, zone: s
     )
 
 
+def superseded_line(name: str, newer: int) -> str:
+    """The comment on the last run's issue, still waiting, closed for a newer run (`close_older`)."""
+    return (
+        f"⏭️ closed: the schedule {md_code(name)} opened #{newer} for its next run, and this one was "
+        "still waiting for approval (`close_older: true`)."
+    )
+
+
 def scheduled_line(scheduled: ScheduledBy) -> str:
     """The plan comment's line about the schedule that opened the issue."""
     then = f" It runs next {local(scheduled.next_at, scheduled.timezone)}." if scheduled.next_at else ""
