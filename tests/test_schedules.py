@@ -284,3 +284,49 @@ async def test_close_older_closes_the_waiting_issue_and_opens_the_new_run(tmp_pa
         assert h.comments(first)[-1].startswith(f"⏭️ closed: the schedule `deps` opened #{second}")
         assert h.fake.repo(REPO).issues[second].state == "open" and len(h.plan_comments(second)) == 1
         assert (await row(h)).runs == 2
+
+
+async def test_an_invalid_config_keeps_the_schedules_and_says_why(tmp_path: Path) -> None:
+    clock = Clock(utc("2027-01-04 05:30"))
+    async with Harness(tmp_path) as h:
+        await start(h, clock, config(entry(when="0 6 * * *", zone="UTC")))
+        h.fake.set_file(REPO, CONFIG_PATH, config(entry(when="0 6 * * *", zone="Mars/Olympus")))
+        assert await h.deliver("push", push(CONFIG_PATH)) == 202
+        await h.drain()
+        record = await row(h)
+        assert table.aware(record.next_at) == utc("2027-01-04 06:00"), "nothing was lost"
+        assert "schedules[0].timezone: 'Mars/Olympus' is not an IANA time zone" in record.last_error
+        # The run reads the config too: nothing is opened, the failure is counted and shown.
+        assert await tick(h, clock, utc("2027-01-04 06:00")) == []
+        record = await row(h)
+        assert record.last_outcome == "failed" and "is invalid" in record.last_error
+
+
+async def test_a_repository_the_app_leaves_loses_its_schedules(tmp_path: Path) -> None:
+    clock = Clock(utc("2027-01-04 05:30"))
+    async with Harness(tmp_path) as h:
+        await start(h, clock, config(entry(when="0 6 * * *", zone="UTC")))
+        payload = copy.deepcopy(load_fixture("installation_repositories.removed.1"))
+        payload["installation"] = {"id": INSTALLATION, "node_id": "MDIz"}
+        payload["repositories_removed"] = [{"full_name": REPO, "name": "hello-world", "id": 1}]
+        assert await h.deliver("installation_repositories", payload) == 202
+        await h.drain()
+        assert await table.rows(h.runtime.db) == []
+
+
+async def test_at_start_the_repositories_with_plans_are_read_for_schedules(tmp_path: Path) -> None:
+    from bot.handlers.schedule_sync import queue_syncs
+
+    clock = Clock(utc("2027-01-04 05:30"))
+    async with Harness(tmp_path) as h:
+        h.fake.add_issue(REPO, title="x", body=PRD)  # a plan made before the file had schedules
+        await h.deliver("issues", labeled(number=1))
+        await h.drain()
+        h.services.clock, h.runtime.queue.clock = clock, clock
+        h.fake.set_file(REPO, CONFIG_PATH, config(entry(when="0 6 * * *", zone="UTC")))
+        await queue_syncs(h.services, everywhere=False)
+        await h.drain()
+        assert await table.rows(h.runtime.db) == [], "only repositories with schedules, between starts"
+        await queue_syncs(h.services, everywhere=True)
+        await h.drain()
+        assert table.aware((await row(h)).next_at) == utc("2027-01-04 06:00")

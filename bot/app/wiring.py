@@ -28,6 +28,7 @@ from bot.handlers import (
     plan_pr,
     planning,
     review,
+    schedule_sync,
     schedules,
     stack,
 )
@@ -55,7 +56,7 @@ def default_router() -> Router:
             checks.router,
             ci.router,
             caches.router,
-            schedules.router,
+            schedule_sync.router,
         ]
     )
 
@@ -71,6 +72,7 @@ def default_job_kinds() -> JobKinds:
     kinds.merge(stack.kinds)
     kinds.merge(ci.kinds)
     kinds.merge(schedules.kinds)
+    kinds.merge(schedule_sync.kinds)
     return kinds
 
 

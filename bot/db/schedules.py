@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, and_, delete, select, update
+from sqlalchemy import Connection, Table, and_, delete, func, select, update
 
 from bot.config.cron import CronError, next_after, parse_cron, zone_named
 from bot.config.schedules import Resolved
 from bot.db.engine import Database
-from bot.db.models import ScheduleRecord
+from bot.db.models import PlanRecord, ScheduleRecord
 from bot.db.queue import JOBS, job_row
 
 SCHEDULES = cast(Table, ScheduleRecord.__table__)
@@ -202,3 +202,22 @@ async def repositories(db: Database) -> list[tuple[str, int | None]]:
     query = select(ScheduleRecord.repo, ScheduleRecord.installation_id).distinct()
     async with db.read() as session:
         return [(repo, inst) for repo, inst in (await session.execute(query)).all()]
+
+
+async def planned_repositories(db: Database) -> list[tuple[str, int | None]]:
+    """(repository, installation) of every repository with a cached plan (read at start: their
+    configs may hold schedules the table has not seen)."""
+    query = select(PlanRecord.repo, func.max(PlanRecord.installation_id)).group_by(PlanRecord.repo)
+    async with db.read() as session:
+        return [(repo, inst) for repo, inst in (await session.execute(query)).all()]
+
+
+async def forget_repository(db: Database, *, repo: str) -> None:
+    """Drop every schedule of `repo` (the App left it)."""
+    await db.transaction(lambda conn: conn.execute(delete(SCHEDULES).where(SCHEDULES.c.repo == repo)))
+
+
+async def note_problem(db: Database, *, repo: str, text: str) -> None:
+    """Say on `repo`'s rows why its schedules were not read again (its config is invalid)."""
+    where = SCHEDULES.c.repo == repo
+    await db.transaction(lambda conn: conn.execute(update(SCHEDULES).where(where).values(last_error=text)))

@@ -1,9 +1,8 @@
 """Scheduled plans: `schedules:` in a repository's config open an issue on time and plan it.
 
-- A repository's schedules are read into the `schedules` table (`bot.db.schedules`) when a push
-  to its default branch touches the config, when the App is installed on it, and by the poll of
-  the repositories that have schedules; a run also re-reads the config, so a removed schedule
-  never runs again.
+- A repository's schedules are read into the `schedules` table (`bot.db.schedules`) by
+  `bot.handlers.schedule_sync`; a run also re-reads the config, so a removed schedule never runs
+  again.
 - Every `PLAN_CASCADE_SCHEDULE_POLL_SECONDS` each process queues a look for due schedules, one job
   group for all (the queue runs one look at a time, across processes); the look fires what is
   due, each slot once, and queues its run.
@@ -19,17 +18,19 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 from bot.config.repo import CONFIG_PATH, RepoConfig
-from bot.config.schedules import Resolved, Schedule, resolve
+from bot.config.schedules import Schedule
 from bot.db import schedules as table
 from bot.db.queue import ClaimedJob
+from bot.errors import PlanCascadeError
 from bot.handlers.planning import plan_issue
+from bot.handlers.schedule_sync import RESYNC_EVERY, queue_syncs
 from bot.handlers.session import Session, open_session, session_for_job
 from bot.plan.scheduled import ScheduledBy
 from bot.plan.state import PlanStatus
+from bot.redaction import redact
 from bot.rendering.schedules import (
     issue_body,
     issue_title,
@@ -38,23 +39,16 @@ from bot.rendering.schedules import (
     skipped_line,
     superseded_line,
 )
-from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
 
-router = Router()
 kinds = JobKinds()
 log = logging.getLogger(__name__)
 
 LOOK_JOB = "schedule_look"
 RUN_JOB = "schedule_run"
-SYNC_JOB = "schedule_sync"
 PLAN_JOB = "plan_scheduled"
 LOOK_GROUP = "schedules"
-RESYNC_EVERY = timedelta(minutes=10)
-"""How often the repositories that have schedules have their config read again (a missed push)."""
-MAX_SYNCED_REPOSITORIES = 100
-"""Repositories of one installation event read at once (the poll gets the others later)."""
 WAITING = (PlanStatus.DRAFT, PlanStatus.AWAITING_APPROVAL)
 
 
@@ -67,70 +61,6 @@ class Due:
     installation_id: int | None
     slot: datetime
     next_at: datetime | None
-
-
-# ----- keeping the table in step with the config ---------------------------------------------------
-def _sync_job(services: Services, repo: str, installation_id: int | None) -> Any:
-    assert services.enqueue is not None
-    return services.enqueue(SYNC_JOB, f"{repo}#schedules", {"repo": repo, "installation_id": installation_id})
-
-
-@router.register("push")
-async def on_push(event: Event, services: Services) -> None:
-    """A push to the default branch that touches the config reschedules the repository."""
-    data, repo = event.payload, event.envelope.repository
-    if event.repo is None or repo is None or services.enqueue is None or services.db is None:
-        return  # the Action keeps no table: it reads the config each time it runs
-    if data.get("ref") != f"refs/heads/{repo.default_branch}":
-        return
-    touched = {
-        path
-        for commit in data.get("commits") or []
-        if isinstance(commit, dict)
-        for key in ("added", "modified", "removed")
-        for path in commit.get(key) or []
-    }
-    if CONFIG_PATH in touched:
-        await _sync_job(services, event.repo, event.installation_id)
-
-
-@router.register("installation", "created")
-@router.register("installation_repositories", "added")
-async def on_installed(event: Event, services: Services) -> None:
-    """The App came to repositories: read their schedules."""
-    key = "repositories" if event.name == "installation" else "repositories_added"
-    names = [r.get("full_name") for r in event.payload.get(key) or [] if isinstance(r, dict)]
-    if services.enqueue is None or services.db is None:
-        return
-    for name in [n for n in names if isinstance(n, str)][:MAX_SYNCED_REPOSITORIES]:
-        await _sync_job(services, name, event.installation_id)
-
-
-async def read_schedules(session: Session) -> list[Resolved] | None:
-    """The repository's schedules as its config says now (None: the config is invalid, reported
-    in the log and on the status page; the table keeps what it had)."""
-    config = await session.load_config()
-    if config is None:
-        return None
-    return [resolve(session.repo, s) for s in config.schedules]
-
-
-@kinds.register(SYNC_JOB)
-async def run_sync(job: ClaimedJob, services: Services) -> None:
-    """Read one repository's config and make its rows say the same."""
-    repo, installation_id = job.payload["repo"], job.payload.get("installation_id")
-    session = await open_session(services, repo=repo, issue=0, installation_id=installation_id)
-    found = await read_schedules(session)
-    if found is None:
-        assert session.config_error is not None
-        log.warning("%s: schedules left as they were: %s", repo, "; ".join(session.config_error.problems))
-        return
-    assert services.db is not None
-    result = await table.sync(
-        services.db, repo=repo, installation_id=installation_id, schedules=found, now=services.clock()
-    )
-    if result.added or result.changed or result.removed:
-        log.info("%s: schedules +%s ~%s -%s", repo, result.added, result.changed, result.removed)
 
 
 # ----- firing --------------------------------------------------------------------------------------
@@ -161,8 +91,9 @@ async def run_due(job: ClaimedJob, services: Services) -> None:
     try:
         outcome, issue = await run_schedule(services, due)
     except Exception as exc:
-        if job.attempts >= job.max_attempts:
-            await _count(services, due, "failed", error=str(exc)[:500])
+        final = isinstance(exc, PlanCascadeError) and not exc.retryable
+        if final or job.attempts >= job.max_attempts:  # the queue tries no more: say so on the page
+            await _count(services, due, "failed", error=redact(str(exc))[:500])
         raise
     if outcome == "removed":
         await table.forget(services.db, repo=due.repo, name=due.name)
@@ -299,8 +230,8 @@ async def run_plan(job: ClaimedJob, services: Services) -> None:
 # ----- the poll ------------------------------------------------------------------------------------
 async def schedule_loop(services: Services, stop: asyncio.Event) -> None:
     """Queue a look for due schedules every `PLAN_CASCADE_SCHEDULE_POLL_SECONDS` (the queue runs
-    one at a time, whichever process queued it), and re-read the schedules' repositories every
-    `RESYNC_EVERY`."""
+    one at a time, whichever process queued it), and the re-reads of `queue_syncs` every
+    `RESYNC_EVERY` (at start: every repository the server knows)."""
     queue, interval = services.queue, services.settings.schedule_poll_seconds
     if queue is None or services.db is None:
         return
@@ -310,12 +241,8 @@ async def schedule_loop(services: Services, stop: asyncio.Event) -> None:
             await queue.enqueue(kind=LOOK_JOB, group_key=LOOK_GROUP, payload={}, unique=True)
             now = services.clock()
             if last_sync is None or now - last_sync >= RESYNC_EVERY:
+                await queue_syncs(services, everywhere=last_sync is None)
                 last_sync = now
-                for repo, installation_id in await table.repositories(services.db):
-                    payload = {"repo": repo, "installation_id": installation_id}
-                    await queue.enqueue(
-                        kind=SYNC_JOB, group_key=f"{repo}#schedules", payload=payload, unique=True
-                    )
             wake = services.extras.get("wake")
             if wake is not None:
                 wake.set()
