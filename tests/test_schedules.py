@@ -330,3 +330,21 @@ async def test_at_start_the_repositories_with_plans_are_read_for_schedules(tmp_p
         await queue_syncs(h.services, everywhere=True)
         await h.drain()
         assert table.aware((await row(h)).next_at) == utc("2027-01-04 06:00")
+
+
+async def test_a_forced_push_rereads_and_a_failed_read_waits_for_the_next(tmp_path: Path) -> None:
+    from bot.handlers.schedule_sync import SYNC_JOB
+
+    clock = Clock(utc("2027-01-04 05:30"))
+    async with Harness(tmp_path) as h:
+        await start(h, clock, config(entry(when="0 6 * * *", zone="UTC")))
+        h.fake.set_file(REPO, CONFIG_PATH, config(entry(when="0 9 * * *", zone="UTC")))
+        h.fake.fail_next("GET", rf".*/contents/{CONFIG_PATH}", status=403, message="Resource not accessible")
+        payload = {"repo": REPO, "installation_id": INSTALLATION}
+        await h.runtime.queue.enqueue(kind=SYNC_JOB, group_key=f"{REPO}#schedules", payload=payload)
+        assert await h.drain() == ["done"]  # not retried: the next push or poll reads it
+        assert table.aware((await row(h)).next_at) == utc("2027-01-04 06:00")
+        forced = push("README.md") | {"forced": True}  # a rewritten history lists no file reliably
+        assert await h.deliver("push", forced) == 202
+        await h.drain()
+        assert table.aware((await row(h)).next_at) == utc("2027-01-04 09:00")

@@ -26,7 +26,7 @@ from bot.db import schedules as table
 from bot.db.queue import ClaimedJob
 from bot.errors import PlanCascadeError
 from bot.handlers.planning import plan_issue
-from bot.handlers.schedule_sync import RESYNC_EVERY, queue_syncs
+from bot.handlers.schedule_sync import RESYNC_EVERY, RESYNC_PLANNED_EVERY, queue_syncs
 from bot.handlers.session import Session, open_session, session_for_job
 from bot.plan.scheduled import ScheduledBy
 from bot.plan.state import PlanStatus
@@ -231,18 +231,20 @@ async def run_plan(job: ClaimedJob, services: Services) -> None:
 async def schedule_loop(services: Services, stop: asyncio.Event) -> None:
     """Queue a look for due schedules every `PLAN_CASCADE_SCHEDULE_POLL_SECONDS` (the queue runs
     one at a time, whichever process queued it), and the re-reads of `queue_syncs` every
-    `RESYNC_EVERY` (at start: every repository the server knows)."""
+    `RESYNC_EVERY` (at start and every `RESYNC_PLANNED_EVERY`: every repository it has planned in)."""
     queue, interval = services.queue, services.settings.schedule_poll_seconds
     if queue is None or services.db is None:
         return
     last_sync: datetime | None = None
+    last_everywhere: datetime | None = None
     while not stop.is_set():
         try:
             await queue.enqueue(kind=LOOK_JOB, group_key=LOOK_GROUP, payload={}, unique=True)
             now = services.clock()
             if last_sync is None or now - last_sync >= RESYNC_EVERY:
-                await queue_syncs(services, everywhere=last_sync is None)
-                last_sync = now
+                everywhere = last_everywhere is None or now - last_everywhere >= RESYNC_PLANNED_EVERY
+                await queue_syncs(services, everywhere=everywhere)
+                last_sync, last_everywhere = now, now if everywhere else last_everywhere
             wake = services.extras.get("wake")
             if wake is not None:
                 wake.set()
