@@ -348,3 +348,21 @@ async def test_a_forced_push_rereads_and_a_failed_read_waits_for_the_next(tmp_pa
         assert await h.deliver("push", forced) == 202
         await h.drain()
         assert table.aware((await row(h)).next_at) == utc("2027-01-04 09:00")
+
+
+async def test_the_fake_github_refuses_what_github_refuses_for_issues(tmp_path: Path) -> None:
+    from bot.errors import GitHubError
+    from bot.handlers.session import open_session
+
+    async with Harness(tmp_path) as h:
+        session = await open_session(h.services, repo=REPO, issue=0, installation_id=INSTALLATION)
+        issue = await session.port.create_issue(REPO, title="t", body="b")
+        h.fake.repo(REPO).app_permissions["issues"] = "read"
+        with pytest.raises(GitHubError, match="403"):
+            await session.port.close_issue(REPO, issue.number)
+        h.fake.repo(REPO).app_permissions["issues"] = "write"
+        h.fake.repo(REPO).has_issues = False
+        with pytest.raises(GitHubError, match="410"):
+            await session.port.create_issue(REPO, title="t2", body="b")
+        await session.port.close_issue(REPO, issue.number)
+        assert h.fake.repo(REPO).issues[issue.number].state_reason == "not_planned"
