@@ -125,9 +125,10 @@ async def _count(
 
 async def run_schedule(services: Services, due: Due, *, stateless: bool = False) -> tuple[str, int | None]:
     """Open the run's issue and queue its planning, or add a line to the last run's issue that
-    still waits. (outcome, issue): `opened`, `skipped`, `removed` (no longer in the config or
-    disabled), `invalid` (the config cannot be read: reported, nothing opened), `done` (this
-    slot's issue or line exists: the Action's runs, which keep no table, see the same slot again).
+    still waits. (outcome, issue): `opened`, `skipped`, `removed` (no longer in the config),
+    `invalid` (the config cannot be read: reported, nothing opened), `done` (nothing to do: the
+    schedule is disabled, or this slot's issue or line exists, as the Action's runs, which keep
+    no table, see the same slot again).
 
     `stateless` (the Action): GitHub alone says whether the slot ran, its closed issues too."""
     session = await open_session(services, repo=due.repo, issue=0, installation_id=due.installation_id)
@@ -138,10 +139,13 @@ async def run_schedule(services: Services, due: Due, *, stateless: bool = False)
             "schedule %s of %s not run: %s", due.name, due.repo, "; ".join(session.config_error.problems)
         )
         return "invalid", None
-    schedule = next((s for s in config.schedules if s.name == due.name and s.enabled), None)
+    schedule = next((s for s in config.schedules if s.name == due.name), None)
     if schedule is None:
         log.info("schedule %s of %s is no longer in %s: stopped", due.name, due.repo, CONFIG_PATH)
         return "removed", None
+    if not schedule.enabled:
+        log.info("schedule %s of %s is disabled: not run", due.name, due.repo)
+        return "done", None
     runs = await _runs(session, config, due.name, state="all" if stateless else "open")
     slot = due.slot.isoformat()
     mine = next((issue for issue in runs if issue[1] == slot), None)  # an earlier attempt's (or run's)
