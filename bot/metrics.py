@@ -86,6 +86,13 @@ class Metrics:
             ["proxy"],
             registry=self.registry,
         )
+        self.schedule_runs = Counter(
+            "plan_cascade_schedule_runs_total",
+            "Runs of repositories' schedules, by outcome: opened (an issue, planned), skipped (the last "
+            "run's issue still waits for approval), failed.",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.redeliveries = Counter(
             "plan_cascade_redeliveries_requested_total",
             "Webhook deliveries that failed and were asked of GitHub again.",

@@ -37,6 +37,7 @@ LAZY_MODULES: dict[str, str] = {
     "bot.cli.action": "the Action's runner (githubkit, every handler) only when `plan-cascade action` runs",
     "bot.cli.plan": "local mode's runner and planner only when a `plan-cascade plan` command runs",
     "bot.cli.setup": "githubkit and the credential store only when `plan-cascade setup` runs",
+    "bot.cli.schedules": "the database and the status page's reads only when `plan-cascade schedules` runs",
 }
 """Modules whose function-level imports are all on purpose."""
 _SDK = "an LLM SDK (anthropic, openai), loaded only when its provider is chosen"

@@ -492,7 +492,7 @@ def test_every_schema_property_has_a_description_and_no_extras() -> None:
     schema = repo_config_json_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     objects = [schema, *schema["$defs"].values()]
-    assert len(objects) == 16  # RepoConfig and its 15 nested models
+    assert len(objects) == 17  # RepoConfig and its 16 nested models
     for obj in objects:
         assert obj["additionalProperties"] is False, obj["title"]
         for name, prop in obj["properties"].items():

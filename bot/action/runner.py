@@ -2,8 +2,9 @@
 
 - Webhook-like events (`issues`, `issue_comment`, `pull_request`, `pull_request_review`) go
   through the default router, exactly as the server dispatches a delivery.
-- `schedule` and `workflow_dispatch` poll 👍 reactions on the plans of open issues that carry
-  the trigger label (GitHub sends no webhook for reactions).
+- `schedule` and `workflow_dispatch` run the repository's due `schedules:` (`action/schedules`),
+  then poll 👍 reactions on the plans of open issues that carry the trigger label (GitHub sends
+  no webhook for reactions).
 - Jobs the handlers queue (execution, polls, review fixes) run inline, in order.
 - `run-story` mode runs one story of a batch dispatched by `execution.backend: actions`.
 
@@ -26,6 +27,7 @@ import httpx
 from bot.action.inputs import ActionInputs, load_event, read_inputs
 from bot.action.outputs import error_command, plan_outputs, write_outputs
 from bot.action.run_story import run_one_story
+from bot.action.schedules import run_due_schedules
 from bot.action.services import InlineJobs, action_services
 from bot.app.wiring import default_router
 from bot.errors import PlanCascadeError
@@ -90,7 +92,10 @@ async def _run(
         return await _run_story(services, inputs)
     with log_context(delivery=inputs.delivery_id, plan=inputs.repository):
         if inputs.event_name in POLL_EVENTS:
-            issues = await poll_plans(services, jobs, inputs)
+            issues = await run_due_schedules(
+                services, jobs, repo=inputs.repository, delivery_id=inputs.delivery_id
+            )
+            issues |= await poll_plans(services, jobs, inputs)
         else:
             issues = await handle_event(services, jobs, inputs, load_event(inputs))
         plans = await _plans(services, inputs, issues | _job_issues(jobs))

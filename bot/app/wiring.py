@@ -18,7 +18,20 @@ from bot.github.identity import Identity
 from bot.github.pause import GateRegistry, RateLimitGate
 from bot.github.throttle import Throttle, ThrottleRegistry
 from bot.github.transport import SharedTransport
-from bot.handlers import approval, caches, checks, ci, commands, execution, plan_pr, planning, review, stack
+from bot.handlers import (
+    approval,
+    caches,
+    checks,
+    ci,
+    commands,
+    execution,
+    plan_pr,
+    planning,
+    review,
+    schedule_sync,
+    schedules,
+    stack,
+)
 from bot.handlers.approval import EXECUTE_JOB, POLL_JOB, approval_poller
 from bot.handlers.execution import cancel_execution
 from bot.handlers.stale_checks import stale_check_sweeper
@@ -43,6 +56,7 @@ def default_router() -> Router:
             checks.router,
             ci.router,
             caches.router,
+            schedule_sync.router,
         ]
     )
 
@@ -57,12 +71,14 @@ def default_job_kinds() -> JobKinds:
     kinds.merge(review.kinds)
     kinds.merge(stack.kinds)
     kinds.merge(ci.kinds)
+    kinds.merge(schedules.kinds)
+    kinds.merge(schedule_sync.kinds)
     return kinds
 
 
 def default_background_tasks() -> list[Any]:
     """Periodic tasks that run beside the workers."""
-    return [approval_poller, redelivery_loop, stale_check_sweeper, retention_loop]
+    return [approval_poller, redelivery_loop, stale_check_sweeper, retention_loop, schedules.schedule_loop]
 
 
 def make_llm_factory(services: Services) -> Any:

@@ -35,11 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from bot.cli import action as cli_action
     from bot.cli import plan as cli_plan
+    from bot.cli import schedules as cli_schedules
     from bot.cli import setup as cli_setup
 
     cli_plan.add_commands(sub)
     cli_action.add_commands(sub)
     cli_setup.add_commands(sub)
+    cli_schedules.add_commands(sub)
     return parser
 
 

@@ -26,6 +26,7 @@ from bot.config.errors import (
 )
 from bot.config.globs import is_denied
 from bot.config.mcp import McpServer, mcp_problems
+from bot.config.schedules import Schedule, schedule_problems
 
 __all__ = [
     "COMMAND_PLACEHOLDERS",
@@ -347,6 +348,11 @@ class RepoConfig(_Section):
     epics: EpicsConfig = Field(
         default_factory=EpicsConfig, description="Epics whose features live in other repositories."
     )
+    schedules: list[Schedule] = Field(
+        [],
+        max_length=50,
+        description="Recurring work: an issue opened and planned on time (docs/schedules.md).",
+    )
 
     @model_validator(mode="after")
     def _check_approvals(self) -> RepoConfig:
@@ -357,6 +363,13 @@ class RepoConfig(_Section):
                     f"{len(self.approvers)} — lower it or add approvers"
                 ]
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_schedules(self) -> RepoConfig:
+        problems = schedule_problems(self.schedules)
+        if problems:
+            raise problems_error(problems)
         return self
 
     def known_agents(self) -> tuple[str, ...]:

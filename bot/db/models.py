@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, Text, text
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Index, Integer, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -115,3 +115,31 @@ class StatusSession(Base):
     """SHA-256 (hex) of the session id its cookie carries: the table holds no usable cookie."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class ScheduleRecord(Base):
+    """One schedule of one repository (`schedules:` in its config): when it runs next, how it last ran.
+
+    Rows follow the config (`bot.db.schedules.sync`); a schedule removed from it loses its row."""
+
+    __tablename__ = "schedules"
+
+    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    installation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    cron: Mapped[str] = mapped_column(String(100))
+    """The 5-field expression it runs at (a phrase's, with the spread fixed)."""
+    timezone: Mapped[str] = mapped_column(String(64))
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    next_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True, index=True)
+    """When it runs next (None: disabled). Firing moves it on, in the transaction that queues the run."""
+    last_slot: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    """The time the last run was due."""
+    last_issue: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    """The issue the last run opened (a skipped run keeps the open one)."""
+    last_outcome: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    """opened, skipped, closed-older, failed."""
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    runs: Mapped[int] = mapped_column(Integer, default=0)
+    skips: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -14,7 +14,7 @@ import base64
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from githubkit import GitHub
 from githubkit.auth import AppInstallationAuthStrategy, TokenAuthStrategy
@@ -158,6 +158,21 @@ class GitHubKitPort(QueuedWrites, PullsAndChecks, ActionsCalls, AppCalls, Adviso
         return await create_once(
             send, find, kind="issue", doing=doing, metrics=self._metrics, delays=self._create_delays
         )
+
+    async def close_issue(
+        self, repo: str, number: int, *, reason: Literal["completed", "not_planned"] = "not_planned"
+    ) -> None:
+        owner, name = split_repo(repo)
+        await self._pace()
+        with github_errors(f"close {repo}#{number}"):
+            await self._github.rest.issues.async_update(
+                owner,
+                name,
+                number,
+                state="closed",
+                state_reason=reason,
+                headers=self._headers,  # type: ignore[arg-type]
+            )
 
     async def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> None:
         owner, name = split_repo(repo)

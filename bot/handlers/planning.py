@@ -29,6 +29,7 @@ from bot.handlers.plan_pr import open_plan_pr
 from bot.handlers.session import Session, session_for_event, session_for_job
 from bot.plan import Strategy, changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
 from bot.plan.epic import IssueRef, spans_repositories
+from bot.plan.scheduled import ScheduledBy
 from bot.plan.state import PlanSource, PlanState, PlanStatus, new_plan, revise
 from bot.planning.answers import intent_reply
 from bot.planning.exploration import NeedsAnswers, NotATask
@@ -97,11 +98,13 @@ async def plan_issue(
     text: str,
     feedback: str | None = None,
     clarifications: str | None = None,
+    scheduled: ScheduledBy | None = None,
 ) -> None:
     """Make (or remake) the issue's plan and write the plan comment.
 
     `text` is the command's text (may hold a `prd` block or notes); `feedback` is set for
-    `revise`. Refuses when the plan is running.
+    `revise`; `scheduled`: the schedule that opened the issue (shown in the comment). Refuses
+    when the plan is running.
     """
     assert session.config is not None
     loaded = await session.current_plan()
@@ -183,6 +186,8 @@ async def plan_issue(
             required_approvals=config.required_approvals,
             source=source,
         )  # type: ignore[arg-type]
+        if scheduled is not None:
+            state = state.model_copy(update={"scheduled": scheduled})
         saved = await save_plan(session, with_planning(state), comment_id=None)
     else:
         seen = await _current_reactions(session, loaded)

@@ -16,6 +16,7 @@ from bot.config.identity import CommitIdentity
 from bot.config.load import load_repo_config
 from bot.config.mcp import operator_problems
 from bot.config.repo import CONFIG_PATH, AgentConfig, RepoConfig, format_config_problems_markdown
+from bot.config.schedules import frequency_problems
 from bot.environment.setup import READ_FILES, files_to_read
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue
@@ -92,6 +93,9 @@ class Session:
         servers = config.agent.mcp_servers
         problems = operator_problems(
             servers, allow_all_tools=policy.allow_all_tools, variables=policy.variables
+        )
+        problems += frequency_problems(
+            self.repo, config.schedules, min_minutes=self.services.settings.schedule_min_minutes
         )
         if problems:
             raise config_error(problems)

@@ -17,6 +17,7 @@ from bot.plan import PRD, compute_batches, revision_hash, transitive_dependents
 from bot.plan.baseline import BaseCheck
 from bot.plan.blocked import BlockedRequest
 from bot.plan.records import DependencyRecord, ToolUse
+from bot.plan.scheduled import ScheduledBy
 
 PlanSource = Literal["prd-block", "llm", "plan-pr", "reflection"]
 
@@ -236,6 +237,9 @@ class PlanState(BaseModel):
     epic_problems: list[str] = Field(
         default_factory=list,
         description="Why an epic across repositories cannot open its children (no approval until fixed).",
+    )
+    scheduled: ScheduledBy | None = Field(
+        default=None, description="The schedule that opened the issue (`schedules:`); never an approval."
     )
     created_at: datetime | None = None
     updated_at: datetime | None = None

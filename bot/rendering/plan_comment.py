@@ -21,6 +21,7 @@ from bot.plan.state_block import PLAN_MARKER, encode_state
 from bot.rendering.epic_plan import epic_rows
 from bot.rendering.estimate import ExecutionEstimate
 from bot.rendering.jinja import mermaid_id, mermaid_label, template_env
+from bot.rendering.schedules import scheduled_line
 
 COMMENT_LIMIT = 65_536
 """GitHub's limit on an issue comment, in characters."""
@@ -198,6 +199,7 @@ def _context(
         "updated": utc(state.updated_at) if state.updated_at else None,
         "state_block": state_block,
         "epic_rows": epic_rows(state),
+        "scheduled_line": scheduled_line(state.scheduled) if state.scheduled else None,
     }
 
 

@@ -83,6 +83,12 @@ class Settings(BaseSettings):
     """Seconds between content-creating GitHub calls per installation (GitHub advises at least 1)."""
     redelivery_seconds: float = Field(default=300, ge=0, validation_alias="PLAN_CASCADE_REDELIVERY_SECONDS")
     """How often the App's failed webhook deliveries are looked for and asked again (0: never)."""
+    schedule_min_minutes: int = Field(default=60, ge=1, validation_alias="PLAN_CASCADE_SCHEDULE_MIN_MINUTES")
+    """The shortest interval a repository's `schedules:` may run at, in minutes (shorter ones are refused)."""
+    schedule_poll_seconds: float = Field(
+        default=20, ge=1, le=300, validation_alias="PLAN_CASCADE_SCHEDULE_POLL_SECONDS"
+    )
+    """How often due schedules are looked for (a run starts at most this late)."""
     log_level: str = Field(default="INFO", validation_alias="PLAN_CASCADE_LOG_LEVEL")
     """Python log level name."""
     job_lease_seconds: float = Field(default=60, ge=5, validation_alias="PLAN_CASCADE_JOB_LEASE_SECONDS")

@@ -44,6 +44,7 @@ from bot.status.operations import Limits
 from bot.status.page import PLAN_LIMIT, overview
 from bot.status.plans import Filters, github_web_url
 from bot.status.reads import read_intake, read_plan, read_storage, read_work, requeue
+from bot.status.schedules import read_schedules
 from bot.status.sessions import Sessions
 
 log = logging.getLogger(__name__)
@@ -226,6 +227,7 @@ def status_router(
             now=now,
             limit=min(int(limit), 5000) if limit.isdigit() else PLAN_LIMIT,
             storage=await read_storage(db, retention_days=retention_days),
+            schedules=await read_schedules(db, web_url=lines.web_url),
         )
 
     def page(request: Request, name: str, who: str, **context: Any) -> HTMLResponse:

@@ -24,6 +24,7 @@ from bot.status.operations import (
 )
 from bot.status.plans import Filters, PlanSummary, plan_table, with_budget
 from bot.status.reads import IntakeRows, WorkRows
+from bot.status.schedules import ScheduleLine
 
 PLAN_LIMIT = 200
 """Plans listed at most (newest activity first); filters narrow the rest down."""
@@ -47,6 +48,7 @@ class Overview:
     spend: tuple[Spend, ...]
     installations: tuple[Installation, ...]
     storage: Storage | None = None
+    schedules: tuple[ScheduleLine, ...] = ()
 
 
 def overview(
@@ -62,6 +64,7 @@ def overview(
     now: datetime,
     limit: int = PLAN_LIMIT,
     storage: Storage | None = None,
+    schedules: tuple[ScheduleLine, ...] = (),
 ) -> Overview:
     """The overview from the database's rows, this process's counters and known budgets."""
     summaries = [with_budget(line, budgets.get(line.repo)) for line in plans.lines]
@@ -94,4 +97,5 @@ def overview(
         spend=spend(summaries, now=now),
         installations=installations(plans.installations, limits),
         storage=storage,
+        schedules=schedules,
     )

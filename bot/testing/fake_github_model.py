@@ -228,6 +228,11 @@ class FakeRepo:
     """Its rulesets (`fake_github_gitdata.FakeRuleset`), as `GET /rules/branches/{b}` lists them."""
     signed: set[str] = field(default_factory=set)
     """Commits GitHub signed (made through the API for an App, or by its merge button)."""
+    has_issues: bool = True
+    """The repository's Issues feature (off: GitHub answers 410 to opening an issue)."""
+    app_permissions: dict[str, str] = field(default_factory=lambda: {"issues": "write"})
+    """What the App's installation may do here: without `issues: write` GitHub refuses (403) to open
+    an issue with its token."""
 
     @property
     def full_name(self) -> str:

@@ -176,6 +176,10 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def create_issue(request: Request, data: Any) -> Response:
         repo = fake._repo(request)
+        if maker() is not None and repo.app_permissions.get("issues") != "write":
+            raise HttpError(403, "Resource not accessible by integration")  # Issues: write is needed
+        if not repo.has_issues:
+            raise HttpError(410, "Issues are disabled for this repo")
         title = require_text(data, "title", "Issue")
         body = require_text(data, "body", "Issue", required=False)
         labels = [str(name) for name in (data or {}).get("labels") or []]
@@ -188,6 +192,27 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
 
     def get_issue(request: Request, data: Any) -> Response:
         repo, issue = issue_of(request)
+        return JSONResponse(j.issue_json(urls, repo, issue, fake._user(issue.user)))
+
+    def update_issue(request: Request, data: Any) -> Response:
+        repo, issue = issue_of(request)
+        if maker() is not None and repo.app_permissions.get("issues") != "write":
+            raise HttpError(403, "Resource not accessible by integration")
+        state, reason = (data or {}).get("state"), (data or {}).get("state_reason")
+        if state not in (None, "open", "closed") or reason not in (
+            None,
+            "completed",
+            "not_planned",
+            "reopened",
+        ):
+            raise invalid("Issue", "state" if state not in (None, "open", "closed") else "state_reason")
+        if state is not None and state != issue.state:
+            issue.state, issue.closed_at = state, now_iso() if state == "closed" else None
+            issue.state_reason = reason or ("completed" if state == "closed" else "reopened")
+        for key in ("title", "body"):
+            if isinstance((data or {}).get(key), str):
+                setattr(issue, key, data[key])
+        issue.updated_at = now_iso()
         return JSONResponse(j.issue_json(urls, repo, issue, fake._user(issue.user)))
 
     def add_labels(request: Request, data: Any) -> Response:
@@ -342,6 +367,7 @@ def route_table(fake: FakeGitHub) -> list[tuple[str, list[str], Handler]]:
         (f"{REPO}/issues", ["GET"], list_issues),
         (f"{REPO}/issues", ["POST"], create_issue),
         (f"{REPO}/issues/{{number:int}}", ["GET"], get_issue),
+        (f"{REPO}/issues/{{number:int}}", ["PATCH"], update_issue),
         (f"{REPO}/issues/{{number:int}}/labels", ["POST"], add_labels),
         (f"{REPO}/issues/{{number:int}}/comments", ["GET"], list_comments),
         (f"{REPO}/issues/{{number:int}}/comments", ["POST"], create_comment),
