@@ -12,7 +12,7 @@ from pathlib import Path
 from bot.orchestration.engine import execute
 from bot.plan.state import StoryStatus
 from bot.redaction import register_secret
-from bot.workspace.sandbox import Sandbox
+from bot.sandbox.confinement import Sandbox
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 
 ONE_STORY = """

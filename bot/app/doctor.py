@@ -11,7 +11,7 @@ from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, web_url
 from bot.runtime.settings import Settings, check_private_key
-from bot.workspace.certs import CA_VARIABLES, ca_problems
+from bot.sandbox.certs import CA_VARIABLES, ca_problems
 
 Check = tuple[bool, str, str]
 
@@ -129,7 +129,7 @@ def sandbox_check(settings: Settings) -> Check:
 
 
 def trust_check(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Check:
-    """Whether setup can read the CA files the server's TLS trust settings name (`bot.workspace.certs`)."""
+    """Whether setup can read the CA files the server's TLS trust settings name (`bot.sandbox.certs`)."""
     sandbox = settings.sandbox_policy(environ=environ)
     trust = {name: value for name, value in sandbox.server_env.items() if name in CA_VARIABLES}
     names = ", ".join(trust) or "none"

@@ -99,7 +99,7 @@ def _worker(args: argparse.Namespace) -> int:
     settings.require_server_secrets()
 
     async def run() -> None:
-        from bot.workspace.process import fast_child_watcher
+        from bot.sandbox.process import fast_child_watcher
 
         fast_child_watcher()
         runtime = build_runtime(settings)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from bot.network.secretscan import AddedLine, Finding, scan
 from bot.workspace.git import OutputTooLarge
-from bot.workspace.secretscan import AddedLine, Finding, scan
 from bot.workspace.worktree import Worktree
 
 MAX_DIFF_BYTES = 64 * 2**20

@@ -4,9 +4,9 @@ Each command gets ``start_new_session=True``, so it leads its own process group.
 timeout, on cancellation, and after the command exits (background children left behind
 are orphans), the whole group is killed with ``SIGKILL`` and the leader reaped.
 
-A :class:`~bot.workspace.sandbox.Confinement` says how: inside bubblewrap (its own namespaces,
+A :class:`~bot.sandbox.confinement.Confinement` says how: inside bubblewrap (its own namespaces,
 nothing of the server visible, the operator's resource limits set before anything runs; see
-`bot.workspace.sandbox` and `bot.workspace.limits`) or not, and where the process group is
+`bot.sandbox.confinement` and `bot.sandbox.limits`) or not, and where the process group is
 recorded so a bot killed with SIGKILL can kill it at its next start.
 """
 
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.workspace.cgroups import Group
-from bot.workspace.limits import LimitGate
+from bot.sandbox.cgroups import Group
+from bot.sandbox.limits import LimitGate
 
 if TYPE_CHECKING:
-    from bot.workspace.sandbox import Confinement
+    from bot.sandbox.confinement import Confinement
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 """PATH of a scrubbed env. Deliberately without the bot's own virtualenv: commands run the

@@ -3,7 +3,7 @@
 The SDK's own `stdio_client` starts the server itself (`anyio.open_process`), with the bot's
 `HOME`, `PATH`, `USER` and `SHELL` added to whatever it is given, its stderr on the bot's, and
 no say in how it starts. A server from the repository is untrusted code, so it starts here the
-way every confined process does (`bot.workspace.process`): under bubblewrap with exactly the
+way every confined process does (`bot.sandbox.process`): under bubblewrap with exactly the
 environment it is given, its own process group recorded in the registry, the operator's
 resource limits set before it runs anything (`LimitGate`), stderr kept (bounded) for the error
 message, and the whole group killed when the story's agent run ends. This module only frames
@@ -25,10 +25,10 @@ import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from bot.workspace.cgroups import Group
-from bot.workspace.limits import LimitGate
-from bot.workspace.process import kill_process_group, open_pipe
-from bot.workspace.sandbox import Confinement
+from bot.sandbox.cgroups import Group
+from bot.sandbox.confinement import Confinement
+from bot.sandbox.limits import LimitGate
+from bot.sandbox.process import kill_process_group, open_pipe
 
 MAX_MESSAGE_BYTES = 4 * 2**20
 """The longest line (one message) read from a server; a longer one ends the connection."""
