@@ -3,7 +3,7 @@
     .venv/bin/python bench/egress.py [--seconds 3] [--rounds 3] [--concurrency 8]
 
 The path an external agent's model call takes, all of it real: the client (the agent) connects
-to the forwarder that runs inside its sandbox (`bot.workspace.egress_route.FORWARDER`, here a
+to the forwarder that runs inside its sandbox (`bot.network.route.FORWARDER`, here a
 plain `python3` process listening on a loopback port, as it does on the sandbox's
 `127.0.0.1:3128`), which relays to the proxy's Unix socket; the proxy (`EgressProxy`, in this
 process's event loop as in the server's, with the agent's allowlist naming the "model API" by
@@ -42,9 +42,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.workspace.egress import EgressProxy  # noqa: E402
-from bot.workspace.egress_route import FORWARDER  # noqa: E402
-from bot.workspace.egress_rules import Allowlist, parse_egress  # noqa: E402
+from bot.network.proxy import EgressProxy  # noqa: E402
+from bot.network.route import FORWARDER  # noqa: E402
+from bot.network.rules import Allowlist, parse_egress  # noqa: E402
 
 PROMPT = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 2000}]}).encode()
 ANSWER = json.dumps({"content": [{"type": "text", "text": "y" * 1000}]}).encode()

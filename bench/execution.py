@@ -71,7 +71,7 @@ def git(*args: str, cwd: Path) -> None:
 
 def script_run(tmp: Path, batches: int, width: int) -> float:
     """The same work, done directly: git operations and the same agent script."""
-    from bot.workspace.sandbox import Sandbox
+    from bot.sandbox.confinement import Sandbox
 
     remote = make_remote(tmp)
     agent = agent_script(tmp, "agent.sh", WRITE)
@@ -189,7 +189,7 @@ async def median_of(runs: int, measure) -> float:  # type: ignore[no-untyped-def
 
 
 async def main() -> None:
-    from bot.workspace.process import fast_child_watcher
+    from bot.sandbox.process import fast_child_watcher
 
     fast_child_watcher()  # as the server's lifespan and the worker do
     prd = chain_prd(4, 3)

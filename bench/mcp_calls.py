@@ -3,7 +3,7 @@
     .venv/bin/python bench/mcp_calls.py [--calls 200]
 
 The server is `tests/mcp_server.py` (standard library, one thread per call), started the
-production way (`bot.agent.mcp.open_mcp`: bubblewrap, sandbox `required`, its own network
+production way (`bot.mcp.tools.open_mcp`: bubblewrap, sandbox `required`, its own network
 namespace, the worktree read-only) in a temporary git repository; each call is what the builtin
 agent does for `tracker__lookup` (the SDK's `call_tool`, the result sanitised, capped and
 fenced, the transcript record and the count). Beside it, in the same run: the builtin `read`
@@ -27,14 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.agent.mcp import open_mcp  # noqa: E402
-from bot.agent.mcp_servers import McpPlace  # noqa: E402
 from bot.agent.tools import ToolContext, run_tool  # noqa: E402
 from bot.config.mcp import McpServer  # noqa: E402
+from bot.config.mcp_policy import McpPolicy  # noqa: E402
 from bot.llm import ToolCall  # noqa: E402
-from bot.workspace.mcp_policy import McpPolicy  # noqa: E402
-from bot.workspace.process import scrubbed_env  # noqa: E402
-from bot.workspace.sandbox import Sandbox  # noqa: E402
+from bot.mcp.servers import McpPlace  # noqa: E402
+from bot.mcp.tools import open_mcp  # noqa: E402
+from bot.sandbox.confinement import Sandbox  # noqa: E402
+from bot.sandbox.process import scrubbed_env  # noqa: E402
 
 
 async def timed(calls: int, once: Callable[[], Awaitable[str]], check: str) -> list[float]:

@@ -368,7 +368,7 @@ def registry_egress() -> str | None:
     """
     import socket
 
-    from bot.workspace.egress import DEFAULT_SETUP_EGRESS, public
+    from bot.network.proxy import DEFAULT_SETUP_EGRESS, public
 
     extra: set[str] = set()
     for host in DEFAULT_SETUP_EGRESS:

@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bot.network.secretscan import scan  # noqa: E402
 from bot.workspace.mirror import Mirror  # noqa: E402
 from bot.workspace.outgoing import added_lines, commits_diff, outgoing_secrets  # noqa: E402
-from bot.workspace.secretscan import scan  # noqa: E402
 from bot.workspace.worktree import add_worktree, commit_all, head_sha  # noqa: E402
 from tests.execution_support import git, make_remote  # noqa: E402
 

@@ -34,8 +34,8 @@ from bench.real_corpus import registry_egress  # noqa: E402
 from bot.environment.setup import detect_setup  # noqa: E402
 from bot.orchestration.envcopy import keep_base_environment, reuse_base_environment, setup_wrote  # noqa: E402
 from bot.orchestration.setup import prepare  # noqa: E402
-from bot.workspace.process import uv_program  # noqa: E402
-from bot.workspace.sandbox import Sandbox  # noqa: E402
+from bot.sandbox.confinement import Sandbox  # noqa: E402
+from bot.sandbox.process import uv_program  # noqa: E402
 from bot.workspace.worktree import add_worktree  # noqa: E402
 from tests.execution_support import approved_state, make_remote, make_run  # noqa: E402
 

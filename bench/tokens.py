@@ -29,8 +29,8 @@ from bot.agent.builtin import BuiltinAgent  # noqa: E402
 from bot.config.repo import AgentLimits  # noqa: E402
 from bot.llm import AnthropicLLM, OpenAILLM, Usage  # noqa: E402
 from bot.llm.pricing import PriceTable  # noqa: E402
+from bot.sandbox.confinement import Sandbox  # noqa: E402
 from bot.testing.fake_llm import FakeAnthropic, FakeOpenAI  # noqa: E402
-from bot.workspace.sandbox import Sandbox  # noqa: E402
 from tests.plan.plan_builders import build_prd, build_story  # noqa: E402
 
 FILES = {

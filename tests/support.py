@@ -117,7 +117,7 @@ def bwrap_marker() -> Any:
 
     import pytest
 
-    from bot.workspace.sandbox import bwrap_problem
+    from bot.sandbox.confinement import bwrap_problem
 
     problem = bwrap_problem("bwrap")
     return pytest.mark.skipif(
@@ -127,7 +127,7 @@ def bwrap_marker() -> Any:
 
 def confined(worktree: Path, home: Path, **kwargs: Any) -> Any:
     """A confinement in the default (required) sandbox, for tests that start processes."""
-    from bot.workspace.sandbox import Sandbox
+    from bot.sandbox.confinement import Sandbox
 
     return Sandbox().confinement(worktree=worktree, home=home, **kwargs)
 

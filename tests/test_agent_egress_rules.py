@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.network.proxy import EgressProxy
+from bot.network.proxy_log import MALFORMED, BlockedLog
+from bot.network.rules import DEFAULT_SETUP_EGRESS, Allowlist, decide, parse_egress
 from bot.plan.blocked import MAX_BLOCKED, BlockedRequest, blocked_requests, merge_blocked
-from bot.workspace.egress import EgressProxy
-from bot.workspace.egress_log import MALFORMED, BlockedLog
-from bot.workspace.egress_rules import DEFAULT_SETUP_EGRESS, Allowlist, decide, parse_egress
 from tests.support import make_settings
 from tests.test_setup_egress import resolver
 from tests.test_setup_egress_limits import Upstream, client, until, upstream  # noqa: F401

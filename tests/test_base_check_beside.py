@@ -17,8 +17,8 @@ from bot.errors import StalePlan
 from bot.orchestration.engine import execute
 from bot.plan.state import PlanState, PlanStatus, StoryStatus
 from bot.plan.state_block import decode_state
+from bot.sandbox.confinement import Sandbox
 from bot.testing.recording import RecordingReporter
-from bot.workspace.sandbox import Sandbox
 from tests.execution_support import agent_script, approved_state, config_for, make_remote, make_run
 from tests.harness import REPO, Harness, commented
 

@@ -25,10 +25,10 @@ from bot.gates.detect import GateSpec
 from bot.gates.run import run_gate
 from bot.orchestration.story import run_story
 from bot.plan.state import StoryStatus
+from bot.sandbox.confinement import Sandbox
+from bot.sandbox.process import scrubbed_env
 from bot.workspace.mirror import FETCH_REFSPEC, Mirror
 from bot.workspace.policy import policy_violations, protected_paths
-from bot.workspace.process import scrubbed_env
-from bot.workspace.sandbox import Sandbox
 from bot.workspace.worktree import add_worktree, commit_all
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 from tests.support import bwrap_marker

@@ -13,8 +13,8 @@ from bot.orchestration.engine import execute
 from bot.plan.state import PlanState, StoryStatus
 from bot.publishing.github import GitHubReporter
 from bot.rendering.pr_body import pr_body
+from bot.sandbox.confinement import Sandbox
 from bot.testing.fake_github import FakeGitHub
-from bot.workspace.sandbox import Sandbox
 from tests.execution_support import agent_script, approved_state, config_for, make_remote, make_run
 
 REPO = "octo/demo"

@@ -151,7 +151,7 @@ async def test_after_setup_the_worktree_is_walked_off_the_event_loop(tmp_path: P
     from bot.orchestration.basecheck import check_base
     from bot.orchestration.story import run_story
     from bot.plan.state import StoryStatus
-    from bot.workspace.sandbox import Sandbox
+    from bot.sandbox.confinement import Sandbox
     from tests.execution_support import agent_script, approved_state, config_for, make_remote, make_run
 
     remote = make_remote(tmp_path, {"README.md": "# demo\n", "tests/test_x.py": "def test_x():\n    pass\n"})

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.network.route import AGENT_ENV, proxy_env
 from bot.orchestration.engine import execute
 from bot.plan.state import PlanStatus, StoryStatus, update_story
-from bot.workspace.egress_route import AGENT_ENV, proxy_env
-from bot.workspace.sandbox import Sandbox
+from bot.sandbox.confinement import Sandbox
 from tests.execution_support import (
     agent_script,
     approved_state,

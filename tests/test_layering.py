@@ -26,9 +26,12 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"orchestration"}, "the engine: batches, stories, the batch phase, the backends"),
     ({"gates", "planning"}, "what a story is checked with, and how a plan is written"),
     ({"agent", "store"}, "the coding agents; where plans live and who may act on them"),
+    ({"mcp"}, "MCP: the repositories' servers for one run, their tools offered to agents and the planner"),
     ({"rendering"}, "everything the bot writes on GitHub, pure"),
     ({"plan"}, "the PRD, its batches, the plan state and its hidden block, pure"),
-    ({"workspace", "github", "llm", "db"}, "the edges: git and processes, GitHub, models, the database"),
+    ({"workspace", "github", "llm", "db"}, "the edges: git, GitHub, models, the database"),
+    ({"sandbox"}, "confined processes: bubblewrap, limits and cgroups, the reaper, removal"),
+    ({"network"}, "what leaves the machine: the egress proxy, its rules and routes, the secret scan"),
     ({"config", "environment"}, "pure leaves: what a repository's files and config say"),
 ]
 

@@ -9,11 +9,11 @@ import secrets
 import subprocess
 from pathlib import Path
 
+from bot.network.secretscan import SERVER_RULE
 from bot.orchestration.engine import execute
 from bot.plan.state import StoryStatus
 from bot.redaction import MASK, register_secret
-from bot.workspace.sandbox import Sandbox
-from bot.workspace.secretscan import SERVER_RULE
+from bot.sandbox.confinement import Sandbox
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 
 ONE_STORY = """

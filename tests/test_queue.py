@@ -26,7 +26,7 @@ from bot.runtime.services import Services
 from bot.runtime.settings import Settings
 from bot.runtime.webhook import IntakePressure
 from bot.runtime.worker import JobKinds, WorkerPool
-from bot.workspace.reaper import ProcessRegistry
+from bot.sandbox.reaper import ProcessRegistry
 from tests.processes import dead_identity, unique_sleep
 from tests.support import postgres_database, wait_for
 

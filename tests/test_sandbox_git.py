@@ -23,8 +23,8 @@ from bot.gates.run import run_gate
 from bot.orchestration.setup import gate_confinement
 from bot.orchestration.story import run_story
 from bot.plan.state import StoryStatus
-from bot.workspace.process import scrubbed_env
-from bot.workspace.sandbox import Sandbox
+from bot.sandbox.confinement import Sandbox
+from bot.sandbox.process import scrubbed_env
 from bot.workspace.worktree import add_worktree
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 from tests.pkgindex import PackageIndex, repack_installed

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.workspace.process import ProcessResult, run_process, scrubbed_env
+from bot.sandbox.process import ProcessResult, run_process, scrubbed_env
 from tests.support import bwrap_marker, make_settings
 
 pytestmark = bwrap_marker()
@@ -69,7 +69,7 @@ def machine_counts(controller: str) -> bool:
     """Whether this machine lets the server make a cgroup with `controller` (for skipping where the
     defence cannot exist; code that has no cgroups at all is tested, and must fail)."""
     try:
-        from bot.workspace.cgroups import find_cgroups
+        from bot.sandbox.cgroups import find_cgroups
     except ImportError:
         return True
     found = find_cgroups("auto")
@@ -110,7 +110,7 @@ async def test_memory_stops_at_the_setting(tmp_path: Path) -> None:
 async def test_tmp_is_memory_and_holds_no_more_than_the_setting(tmp_path: Path) -> None:
     """/tmp is a tmpfs: memory. It is sized by the memory setting (a memory cgroup, where there
     is one, counts it too: here there is none, the size alone holds)."""
-    from bot.workspace.sandbox import bwrap_sizes_tmpfs
+    from bot.sandbox.confinement import bwrap_sizes_tmpfs
 
     if not bwrap_sizes_tmpfs("bwrap"):
         pytest.skip("this bubblewrap cannot size a tmpfs (--size came in bubblewrap 0.7)")
@@ -156,7 +156,7 @@ def test_cgroups_a_dead_server_left_are_swept_at_start_and_a_live_ones_kept(tmp_
     with it): the next start removes them, never those of another bot process still running."""
     import subprocess
 
-    from bot.workspace.cgroups import find_cgroups
+    from bot.sandbox.cgroups import find_cgroups
 
     cgroups = find_cgroups("auto")
     if cgroups is None:
@@ -178,7 +178,7 @@ def test_cgroups_a_dead_server_left_are_swept_at_start_and_a_live_ones_kept(tmp_
 def test_a_delegated_cgroup_v2_folder_gets_a_group_with_both_limits(tmp_path: Path) -> None:
     """The files of cgroup v2 (a folder the operator delegated, `PLAN_CASCADE_SANDBOX_CGROUP`),
     laid out in a plain folder: which file each limit goes to."""
-    from bot.workspace.cgroups import find_cgroups
+    from bot.sandbox.cgroups import find_cgroups
 
     (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
     (tmp_path / "cgroup.subtree_control").write_text("memory pids\n")
@@ -194,7 +194,7 @@ def test_a_delegated_cgroup_v2_folder_gets_a_group_with_both_limits(tmp_path: Pa
 NOT_ROOT = """
 import asyncio, json, sys
 from pathlib import Path
-from bot.workspace.process import run_process, scrubbed_env
+from bot.sandbox.process import run_process, scrubbed_env
 from tests.support import make_settings
 
 top = Path(sys.argv[1])

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.network.proxy import DEFAULT_SETUP_EGRESS, destination, parse_egress, public
+from bot.network.route import proxy_env
 from bot.plan.state_block import decode_state
-from bot.workspace.egress import DEFAULT_SETUP_EGRESS, destination, parse_egress, public
-from bot.workspace.egress_route import proxy_env
 from tests.harness import Harness
 from tests.pkgindex import PackageIndex, downloads_of
 from tests.support import bwrap_marker
@@ -93,7 +93,7 @@ async def test_setup_installs_from_an_allowed_registry_and_reaches_nothing_else(
         assert f"{name}-REFUSED" in text, text
     assert "SERVER-SECRET" not in text and "DIRECT-REACHED" not in text
     assert seen == [], "the server's loopback service saw no request"
-    refused = [r.getMessage() for r in caplog.records if r.name == "bot.workspace.egress"]
+    refused = [r.getMessage() for r in caplog.records if r.name == "bot.network.proxy"]
     for target in (f"127.0.0.1:{port}", f"localhost:{port}", "169.254.169.254:80", "registry.example:443"):
         why = f"setup egress refused: {target} is not on the setup egress list (PLAN_CASCADE_SETUP_EGRESS)"
         assert why in refused, refused

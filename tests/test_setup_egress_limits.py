@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.workspace.egress import EgressProxy, destination, parse_egress, public
+from bot.network.proxy import EgressProxy, destination, parse_egress, public
 
 
 class Upstream:
@@ -119,7 +119,7 @@ async def until(condition, what: str, *, seconds: float = 20.0) -> None:  # type
 
 
 # -- (a) connections: a cap per run, an idle timeout ------------------------------------------
-MAX_CONNECTIONS = 32  # the proxy's cap per run (bot.workspace.egress.MAX_CONNECTIONS)
+MAX_CONNECTIONS = 32  # the proxy's cap per run (bot.network.proxy.MAX_CONNECTIONS)
 
 
 async def test_hundreds_of_idle_tunnels_cannot_exhaust_the_servers_file_descriptors(

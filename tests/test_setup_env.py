@@ -290,7 +290,7 @@ async def test_local_mode_detects_setup_from_the_base_branch(tmp_path: Path) -> 
 
 
 def test_uv_ships_with_plan_cascade_and_setup_finds_it() -> None:
-    from bot.workspace.process import uv_program
+    from bot.sandbox.process import uv_program
 
     found = uv_program(None)
     assert found is not None

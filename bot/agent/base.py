@@ -9,6 +9,7 @@ never escape :meth:`Agent.run`, which turns them into a result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -17,12 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from bot.config.mcp import McpServer
 from bot.config.repo import AgentLimits
+from bot.environment.setup import with_env_path
 from bot.llm import Usage
+from bot.mcp.servers import McpPlace
+from bot.mcp.tools import McpTools, Record, open_mcp
 from bot.plan import PRD, Story
 from bot.plan.blocked import BlockedRequest
 from bot.plan.records import ToolUse
+from bot.sandbox.confinement import Confinement, Sandbox
+from bot.sandbox.process import scrubbed_env
 from bot.workspace.gitview import GitView
-from bot.workspace.sandbox import Confinement, Sandbox
 
 Phase = Literal["implementation", "retry", "refactor", "review", "ci"]
 """`ci`: the repository's own CI failed on a batch; it runs the `review` phase's agents."""
@@ -94,6 +99,33 @@ async def confinement_for(
         readonly=[*task.protected, *task.shared],
         tools=tools,
         git=task.git,
+    )
+
+
+def task_place(task: AgentTask) -> McpPlace:
+    """Where `task`'s local servers start: its worktree (read-only to them), its tools' PATH and
+    setup's variables, its sandbox and the repository's package caches."""
+    base = scrubbed_env(home=task.home, extra={"PATH": task.path} if task.path else None)
+    return McpPlace(
+        worktree=task.worktree,
+        env=with_env_path(base, dict(task.env)),
+        sandbox=task.sandbox,
+        repo_setting=task.sandbox_setting,
+        readonly=tuple(task.shared),
+    )
+
+
+def open_task_mcp(
+    task: AgentTask, *, record: Record | None = None
+) -> contextlib.AbstractAsyncContextManager[McpTools]:
+    """`open_mcp` for one agent run on `task`: its servers, the operator's policy, its limits."""
+    return open_mcp(
+        task.mcp_servers,
+        policy=task.sandbox.mcp,
+        place=task_place(task),
+        call_seconds=float(task.limits.tool_timeout_seconds),
+        output_limit=task.limits.output_limit_chars,
+        record=record,
     )
 
 

@@ -14,13 +14,21 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
-from bot.agent.base import AgentFailed, AgentResult, AgentStatus, AgentTask, LimitsExceeded, Submitted
-from bot.agent.mcp import McpTools, mcp_notes, open_task_mcp
+from bot.agent.base import (
+    AgentFailed,
+    AgentResult,
+    AgentStatus,
+    AgentTask,
+    LimitsExceeded,
+    Submitted,
+    open_task_mcp,
+)
 from bot.agent.prompt import task_prompt
 from bot.agent.tools import TOOL_SPECS, ToolContext, run_tool
 from bot.agent.transcript import Transcript
 from bot.errors import LLMError
 from bot.llm import LLM, Message, Usage
+from bot.mcp.tools import McpTools, mcp_notes
 
 SYSTEM_PROMPT = """\
 You are a careful software engineer working alone in a git checkout of a repository, through \

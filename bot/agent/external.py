@@ -10,7 +10,7 @@ of ours, plus exactly the variables the operator lists in ``PLAN_CASCADE_AGENT_E
 example ``ANTHROPIC_API_KEY``): those are visible to the agent and to whatever it runs.
 
 These agents run in the same sandbox as everything else the bot starts on untrusted code
-(see `bot.workspace.sandbox`), in their own network namespace. When the operator allows them the
+(see `bot.sandbox.confinement`), in their own network namespace. When the operator allows them the
 network (``PLAN_CASCADE_AGENT_NETWORK``, default on: they must reach their model's API) their only
 way out is a proxy of the bot's own, started for the run, like setup's: it reaches the hosts of
 ``PLAN_CASCADE_AGENT_EGRESS`` that the repository's ``agent.egress`` (when set) lists too, never the
@@ -28,25 +28,24 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
-from bot.agent.base import AgentResult, AgentTask, confinement_for
-from bot.agent.mcp import open_task_mcp
-from bot.agent.mcp_relay import SERVER_NAME, McpRelay, empty_config, mcp_relay
+from bot.agent.base import AgentResult, AgentTask, confinement_for, open_task_mcp
 from bot.agent.prompt import task_prompt
 from bot.agent.transcript import Transcript
 from bot.environment.setup import with_env_path
 from bot.errors import AgentError
+from bot.mcp.relay import SERVER_NAME, McpRelay, empty_config, mcp_relay
+from bot.network.route import EgressRoute, agent_route
 from bot.plan.blocked import BlockedRequest, blocked_requests
-from bot.workspace import run_process, scrubbed_env
-from bot.workspace.egress_route import EgressRoute, agent_route
-from bot.workspace.process import SAFE_PATH
-from bot.workspace.sandbox import Confinement
+from bot.sandbox import run_process, scrubbed_env
+from bot.sandbox.confinement import Confinement
+from bot.sandbox.process import SAFE_PATH
 
 SUMMARY_CHARS = 2000
 """Characters of the output's tail kept as the summary or the failure reason."""
 
 PRESETS: dict[str, tuple[str, str]] = {
     # Headless mode; edits accepted without asking, and Bash allowed so it can run the tests.
-    # `{mcp}`: the bot's MCP relay, when the run has MCP tools (`bot.agent.mcp_relay`).
+    # `{mcp}`: the bot's MCP relay, when the run has MCP tools (`bot.mcp.relay`).
     "claude-code": (
         "claude -p --permission-mode acceptEdits --allowedTools Bash{mcp} < {prompt_file}",
         "claude",

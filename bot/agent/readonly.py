@@ -4,7 +4,7 @@ The loop is the built-in agent's (one message list, tools answered by id, limits
 before each model call) with a different tool set: ``read``, ``glob`` and ``grep`` over a
 commit of the mirror (``git show``, ``git ls-tree``, ``git grep``: no checkout, no process of
 the repository's, nothing can be written) and ``submit`` with the answer, plus, for exploration,
-the tools of the repository's MCP servers marked ``read_only: true`` (`bot.agent.mcp`). Any other
+the tools of the repository's MCP servers marked ``read_only: true`` (`bot.mcp.tools`). Any other
 tool name is refused, whatever the model asks. The answer may also come as a plain JSON message.
 
 Used by the acceptance review of a batch (`bot.orchestration.acceptance`).
@@ -21,13 +21,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from bot.agent.mcp import McpTools
 from bot.agent.tools import MAX_GLOB_RESULTS, MAX_GREP_RESULTS, MAX_LINE_CHARS, clip
 from bot.agent.toolspecs import GlobArgs, GrepArgs, ReadArgs
 from bot.config.globs import is_denied
 from bot.errors import LLMError
 from bot.llm import LLM, Message, ToolCall, ToolSpec, Usage
 from bot.llm.structured import problems_of
+from bot.mcp.tools import McpTools
 from bot.workspace.git import GitResult
 
 LISTING_BYTES = 4 * 2**20

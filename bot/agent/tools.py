@@ -2,12 +2,12 @@
 
 Each tool works over one worktree root and returns a string observation for the model.
 Mistakes are observations too (``error: ...``), and so are refused paths (``refused: ...``,
-from :func:`~bot.workspace.paths.resolve_path`): the loop never dies of a bad tool call.
+from :func:`~bot.sandbox.paths.resolve_path`): the loop never dies of a bad tool call.
 Only ``finish`` raises, :class:`~bot.agent.base.Submitted`, to end the loop.
 
 ``bash`` runs each command in a fresh subprocess with ``cwd=`` the worktree, a scrubbed
 env (no token of ours), a timeout that kills the process group, inside the operator's
-sandbox (`bot.workspace.sandbox`: writable worktree and HOME only, no network, nothing of the
+sandbox (`bot.sandbox.confinement`: writable worktree and HOME only, no network, nothing of the
 server visible). What bash writes is checked after the run like any agent's changes.
 """
 
@@ -39,7 +39,7 @@ from bot.agent.toolspecs import (
 from bot.environment.setup import with_env_path
 from bot.errors import SandboxViolation
 from bot.llm import ToolCall
-from bot.workspace import Confinement, is_denied, resolve_path, run_process, scrubbed_env
+from bot.sandbox import Confinement, is_denied, resolve_path, run_process, scrubbed_env
 
 __all__ = ["TOOL_SPECS", "ToolContext", "run_tool"]
 

@@ -14,7 +14,7 @@ from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, 
 from bot.runtime.credentials import configured
 from bot.runtime.selftest import run_selftest
 from bot.runtime.settings import Settings
-from bot.workspace.certs import CA_VARIABLES, ca_problems
+from bot.sandbox.certs import CA_VARIABLES, ca_problems
 
 Check = tuple[bool | None, str, str]
 """(ok, name, detail): ok is None for a check that was not made (it needs the App)."""
@@ -215,7 +215,7 @@ def sandbox_check(settings: Settings) -> Check:
 
 
 def trust_check(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Check:
-    """Whether setup can read the CA files the server's TLS trust settings name (`bot.workspace.certs`)."""
+    """Whether setup can read the CA files the server's TLS trust settings name (`bot.sandbox.certs`)."""
     sandbox = settings.sandbox_policy(environ=environ)
     trust = {name: value for name, value in sandbox.server_env.items() if name in CA_VARIABLES}
     names = ", ".join(trust) or "none"

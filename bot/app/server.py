@@ -29,8 +29,8 @@ from bot.runtime.services import Services
 from bot.runtime.settings import Settings
 from bot.runtime.webhook import Intake, IntakePressure, WebhookApp
 from bot.runtime.worker import JobKinds, WorkerPool
+from bot.sandbox.process import fast_child_watcher
 from bot.status.http import status_routes
-from bot.workspace.process import fast_child_watcher
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ async def settle_writes(services: Services) -> None:
 
 def prepare_sandbox(services: Services) -> None:
     """Before any job runs: kill what a crashed predecessor left running (never what a live bot
-    process on this host runs: see `bot.workspace.reaper`), say how code is confined."""
+    process on this host runs: see `bot.sandbox.reaper`), say how code is confined."""
     sandbox = services.sandbox_policy()
     if sandbox.registry is not None:
         sandbox.registry.kill_leftovers()

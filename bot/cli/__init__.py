@@ -115,7 +115,7 @@ def _worker(args: argparse.Namespace) -> int:
         settings.require_server_secrets()
 
     async def run() -> None:
-        from bot.workspace.process import fast_child_watcher
+        from bot.sandbox.process import fast_child_watcher
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -2,7 +2,7 @@
 
 The syntax is the operator's (`PLAN_CASCADE_AGENT_EGRESS`): `host` (ports 443 and 80), `host:port`,
 `*.domain`, `[v6 address]:port`, an IPv4 address with its port. What the entries mean, and that they
-only narrow the operator's list, is the egress proxy's business (`bot.workspace.egress_rules`).
+only narrow the operator's list, is the egress proxy's business (`bot.network.rules`).
 """
 
 from __future__ import annotations

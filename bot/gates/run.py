@@ -12,8 +12,8 @@ from pathlib import Path
 from bot.gates.annotations import Annotation, parse_any
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
-from bot.workspace.process import run_process
-from bot.workspace.sandbox import Confinement
+from bot.sandbox.confinement import Confinement
+from bot.sandbox.process import run_process
 
 GateStarted = Callable[[GateSpec], Awaitable[object]]
 GateFinished = Callable[[GateSpec, object, GateResult, list[Annotation]], Awaitable[None]]

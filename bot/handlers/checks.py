@@ -21,7 +21,7 @@ from bot.publishing.github import GitHubReporter
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
-from bot.workspace.removal import discard
+from bot.sandbox.removal import discard
 from bot.workspace.worktree import Worktree, add_worktree, remove_worktree
 
 router = Router()

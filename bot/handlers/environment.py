@@ -7,7 +7,7 @@ from bot.environment.setup import PlannedSetup
 from bot.environment.setup import planned_setup as choose_setup
 from bot.errors import GitHubError
 from bot.handlers.session import Session
-from bot.workspace.process import tools_on_path, uv_program
+from bot.sandbox.process import tools_on_path, uv_program
 
 
 async def planned_setup(session: Session) -> PlannedSetup:

@@ -16,8 +16,6 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bot.agent.mcp import McpTools, open_mcp
-from bot.agent.mcp_servers import McpPlace
 from bot.agent.readonly import GitTree
 from bot.errors import ConfigurationError, GitHubError, LLMError, WorkspaceError
 from bot.github.models import Issue
@@ -25,6 +23,8 @@ from bot.handlers.epic import epic_context
 from bot.handlers.epic_repos import epic_targets
 from bot.handlers.session import Session
 from bot.llm import LLM
+from bot.mcp.servers import McpPlace
+from bot.mcp.tools import McpTools, open_mcp
 from bot.plan import PRD, prd_to_yaml
 from bot.planning.context import IssueContext, RepoContext, build_context, read_repo_context
 from bot.planning.exploration import (
@@ -35,8 +35,8 @@ from bot.planning.exploration import (
     plan_explored,
 )
 from bot.planning.planner import PlanningResult
+from bot.sandbox.process import run_process, scrubbed_env
 from bot.store.permissions import is_bot
-from bot.workspace.process import run_process, scrubbed_env
 
 log = logging.getLogger(__name__)
 EXPORT_SECONDS = 300

@@ -21,8 +21,8 @@ from bot.plan import Story
 from bot.plan.stack import is_open
 from bot.plan.state import PlanState, StoryState, StoryStatus, with_batch
 from bot.rendering import messages
+from bot.sandbox.removal import discard
 from bot.workspace.git import PushRejected
-from bot.workspace.removal import discard
 from bot.workspace.worktree import add_worktree, changed_files, head_sha, remove_worktree
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from pathlib import Path
 from bot.local import demo_agent
 from bot.local.render import EXAMPLE_AGENT_NOTE
 from bot.local.runner import LocalContext, RunRequest, start_run
+from bot.sandbox.process import SAFE_PATH
 from bot.workspace.git import git_env, run_git
-from bot.workspace.process import SAFE_PATH
 
 FILES = {
     "README.md": "# textkit\n\nA tiny text utility package.\n",

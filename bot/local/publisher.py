@@ -22,8 +22,8 @@ from bot.orchestration.batch import merge_batch
 from bot.orchestration.run import Run, batch_base
 from bot.orchestration.scheduler import batch_branch
 from bot.plan.state import BatchState, PlanState, batch_record, with_batch
+from bot.sandbox.process import tools_on_path, uv_program
 from bot.workspace.git import OUTPUT_LIMIT, GitResult, git_env, run_git
-from bot.workspace.process import tools_on_path, uv_program
 
 log = logging.getLogger(__name__)
 

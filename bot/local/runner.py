@@ -40,9 +40,9 @@ from bot.orchestration.run import Run
 from bot.plan import PRD, parse_prd, vague_criteria
 from bot.plan.approval import add_approval, scope_for
 from bot.plan.state import Approval, PlanState, PlanStatus, StoryState, StoryStatus, new_plan
+from bot.sandbox.confinement import Sandbox
+from bot.sandbox.reaper import ProcessRegistry
 from bot.workspace.mirror import Mirror
-from bot.workspace.reaper import ProcessRegistry
-from bot.workspace.sandbox import Sandbox
 
 LLMFor = Callable[[RepoConfig | None, str | None], Any]
 INTERRUPTED = 130

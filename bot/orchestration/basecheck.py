@@ -37,7 +37,7 @@ from bot.orchestration.setup import gate_confinement, prepare, tool_env
 from bot.orchestration.story import gate_specs
 from bot.plan.baseline import BaseCheck
 from bot.plan.state import StoryStatus
-from bot.workspace.process import SAFE_PATH
+from bot.sandbox.process import SAFE_PATH
 from bot.workspace.worktree import Worktree, add_worktree, cleanup
 
 log = logging.getLogger(__name__)

@@ -33,8 +33,8 @@ from bot.gates.report import GateResult
 from bot.orchestration.run import Run
 from bot.orchestration.setup import setup_spec
 from bot.plan.blocked import BlockedRequest
-from bot.workspace.process import run_process
-from bot.workspace.removal import discard, remove_tree
+from bot.sandbox.process import run_process
+from bot.sandbox.removal import discard, remove_tree
 from bot.workspace.worktree import Worktree, head_sha
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ from bot.orchestration.scheduler import batch_branch
 from bot.plan.baseline import BaseCheck
 from bot.plan.blocked import BlockedRequest, merge_blocked
 from bot.plan.state import PlanState, PlanStatus, totals, update_story
+from bot.sandbox.confinement import Sandbox
 from bot.workspace.mirror import Mirror
-from bot.workspace.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from bot.orchestration.ports import Publisher, Reporter

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 
+from bot.network.secretscan import Finding
 from bot.orchestration.run import Run
 from bot.redaction import known_secrets
 from bot.workspace.outgoing import outgoing_secrets, uncommit
-from bot.workspace.secretscan import Finding
 from bot.workspace.worktree import Worktree
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Setup runs once per worktree (each story's, each batch's integration worktree, a gate re-run's),
 in the sandbox like a gate but **with network through the bot's egress proxy**: its own network
-namespace, out only to the registries the operator allows (`bot.workspace.egress`), never to the
+namespace, out only to the registries the operator allows (`bot.network.proxy`), never to the
 server's loopback services, the private network or the cloud's metadata. Its package caches
 (uv, pip, npm, yarn, Go modules, Cargo) live under `<data dir>/cache/<repository>`: one
 repository's cache never serves another's. Agents and gates then run without network, with the
@@ -25,14 +25,14 @@ from bot.environment.setup import missing_program, missing_program_hint, setup_e
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult
 from bot.gates.run import run_gate
+from bot.network.route import egress_route
 from bot.orchestration.run import Run
 from bot.plan.blocked import blocked_requests
-from bot.workspace.certs import env_mounts
-from bot.workspace.egress_route import egress_route
+from bot.sandbox.certs import env_mounts
+from bot.sandbox.confinement import Confinement
+from bot.sandbox.process import scrubbed_env, tool_program, uv_program
 from bot.workspace.mirror import mirror_slug
 from bot.workspace.policy import protected_paths
-from bot.workspace.process import scrubbed_env, tool_program, uv_program
-from bot.workspace.sandbox import Confinement
 from bot.workspace.worktree import Worktree, sandbox_view
 
 SETUP_GATE = "setup"

@@ -13,6 +13,7 @@ from bot.errors import AgentError, WorkspaceError
 from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, conclusion, failure_feedback
 from bot.gates.run import run_gates
+from bot.network import secretscan
 from bot.orchestration.depcheck import check_dependencies
 from bot.orchestration.envcopy import reuse_base_environment, setup_files_changed
 from bot.orchestration.judging import base_judge
@@ -36,7 +37,6 @@ from bot.orchestration.setup import (
 from bot.plan import Story
 from bot.plan.records import add_tool_uses
 from bot.plan.state import StoryStatus
-from bot.workspace import secretscan
 from bot.workspace.policy import policy_violations, revert, violation_feedback
 from bot.workspace.worktree import Worktree, add_worktree, cleanup, commit_all, head_sha, sandbox_view
 

@@ -1,7 +1,7 @@
 """Network requests the egress proxy refused for a story: what they were and what would allow them. Pure.
 
 An external agent and setup go out only through the bot's egress proxy
-(`bot.workspace.egress`). What it refused is kept per story in the plan state (signed with it)
+(`bot.network.proxy`). What it refused is kept per story in the plan state (signed with it)
 and shown where people look: the story's check runs, the batch's pull request and the status
 page, each with the setting that would allow it (Copilot's "the firewall blocked these" note).
 The hosts come from hostile code: they are checked for shape where they are recorded, and the
@@ -101,7 +101,7 @@ def blocked_total(entries: Iterable[BlockedRequest]) -> int:
 
 
 class Refusal(Protocol):
-    """What a proxy's log says of one destination (`bot.workspace.egress_log.Refused`)."""
+    """What a proxy's log says of one destination (`bot.network.proxy_log.Refused`)."""
 
     @property
     def host(self) -> str: ...

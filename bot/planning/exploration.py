@@ -16,12 +16,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from bot.agent.mcp import McpTools
 from bot.agent.readonly import GitTree, ReadOnlyLimits, Unfinished, investigate
 from bot.agent.toolspecs import ReadArgs
 from bot.config.repo import RepoConfig
 from bot.llm import LLM, Usage
 from bot.llm.sanitize import fence_untrusted
+from bot.mcp.tools import McpTools
 from bot.planning.context import IssueContext, RepoContext
 from bot.planning.epic import Targets
 from bot.planning.planner import PlanningResult, plan_issue

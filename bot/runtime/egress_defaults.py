@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from bot.llm.registry import DEFAULT_BASE_URLS
-from bot.workspace.egress_rules import DEFAULT_SETUP_EGRESS
+from bot.network.rules import DEFAULT_SETUP_EGRESS
 
 PROVIDER_HOSTS = {"anthropic": "api.anthropic.com", "openai": "api.openai.com"}
 """The API host of each provider whose SDK has a fixed one."""

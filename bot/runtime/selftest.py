@@ -28,7 +28,7 @@ from bot.github.client import GitHubKitPort
 from bot.github.models import AppInstallation, HookDelivery
 from bot.runtime.app_manifest import missing_events, missing_permissions
 from bot.runtime.settings import Settings
-from bot.workspace.process import SAFE_PATH, tool_program
+from bot.sandbox.process import SAFE_PATH, tool_program
 
 Verdict = Literal["ok", "warn", "fail"]
 TOOLCHAINS: tuple[tuple[str, tuple[str, ...], str], ...] = (

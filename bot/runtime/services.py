@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from bot.llm.base import LLM
     from bot.metrics import Metrics
     from bot.runtime.settings import Settings
-    from bot.workspace.sandbox import Sandbox
+    from bot.sandbox.confinement import Sandbox
 
 log = logging.getLogger(__name__)
 IDENTITY_RETRY_DELAYS = (0.5, 2.0)

@@ -15,19 +15,19 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.config.mcp_policy import McpPolicy, mcp_variables
 from bot.errors import ConfigurationError
 from bot.llm.registry import configuration_problem
+from bot.network.rules import parse_egress
 from bot.redaction import register_secret
 from bot.runtime.appkeys import check_private_key, derive_state_key, is_placeholder
 from bot.runtime.egress_defaults import default_agent_egress
-from bot.workspace.certs import ca_env
-from bot.workspace.cgroups import find_cgroups
-from bot.workspace.egress_rules import parse_egress
-from bot.workspace.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, machine_memory
-from bot.workspace.mcp_policy import McpPolicy, mcp_variables
-from bot.workspace.reaper import ProcessRegistry
-from bot.workspace.sandbox import Sandbox
-from bot.workspace.toolchains import rustup_env
+from bot.sandbox.certs import ca_env
+from bot.sandbox.cgroups import find_cgroups
+from bot.sandbox.confinement import Sandbox
+from bot.sandbox.limits import DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Limits, machine_memory
+from bot.sandbox.reaper import ProcessRegistry
+from bot.sandbox.toolchains import rustup_env
 
 LLMProvider = Literal["anthropic", "openai", "deepseek", "ollama", "openai-compatible"]
 

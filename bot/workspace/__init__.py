@@ -1,15 +1,13 @@
-"""The workspace edge: bare mirrors, worktrees, git and confined subprocesses.
+"""The workspace edge: git alone. Bare mirrors, worktrees, the git view a sandbox gets, commits
+made locally or again through GitHub's API, and what a push would carry.
 
-Every git and process call here names its ``cwd`` and ``env`` explicitly; nothing reads
-or changes process-wide state, so many worktrees can be used at once.
+Every git call here names its ``cwd`` and ``env`` explicitly; nothing reads or changes
+process-wide state, so many worktrees can be used at once. Confined processes are
+`bot.sandbox`'s, what leaves the machine `bot.network`'s.
 """
 
-from bot.config.globs import is_denied
 from bot.workspace.git import GitResult, PushRejected, git_env, redact, run_git
 from bot.workspace.mirror import Mirror, mirror_slug
-from bot.workspace.paths import resolve_path
-from bot.workspace.process import ProcessResult, run_process, scrubbed_env
-from bot.workspace.sandbox import Confinement, Sandbox, SandboxUnavailable, bwrap_problem
 from bot.workspace.worktree import (
     MergeOutcome,
     Worktree,
@@ -22,28 +20,19 @@ from bot.workspace.worktree import (
 )
 
 __all__ = [
-    "Confinement",
     "GitResult",
     "MergeOutcome",
     "Mirror",
-    "ProcessResult",
     "PushRejected",
-    "Sandbox",
-    "SandboxUnavailable",
     "Worktree",
     "add_worktree",
-    "bwrap_problem",
     "changed_files",
     "commit_all",
     "git_env",
     "head_sha",
-    "is_denied",
     "merge_branches",
     "mirror_slug",
     "redact",
     "remove_worktree",
-    "resolve_path",
     "run_git",
-    "run_process",
-    "scrubbed_env",
 ]

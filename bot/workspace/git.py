@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.errors import WorkspaceError
-from bot.workspace.process import kill_process_group, open_pipe
+from bot.sandbox.process import kill_process_group, open_pipe
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 """PATH used when the caller's ``base`` does not provide one."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import WorkspaceError
-from bot.workspace.removal import remove_tree
+from bot.sandbox.removal import remove_tree
 
 SCRATCH_DIR = "sandbox-git"
 """Under the data dir: `<data>/sandbox-git/<mirror>/<worktree id>`, one private repository each."""

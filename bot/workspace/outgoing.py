@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from bot.network.secretscan import NAME_LINE, AddedLine, Finding, scan
 from bot.workspace.git import OutputTooLarge
-from bot.workspace.secretscan import NAME_LINE, AddedLine, Finding, scan
 from bot.workspace.worktree import Worktree
 
 MAX_DIFF_BYTES = 64 * 2**20

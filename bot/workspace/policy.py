@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from bot.config.globs import is_denied
-from bot.workspace.removal import remove_tree
+from bot.sandbox.removal import remove_tree
 from bot.workspace.worktree import Worktree, git_file
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from bot.errors import WorkspaceError
+from bot.sandbox.removal import discard, remove_tree
 from bot.workspace.git import GitResult, run_git
 from bot.workspace.gitview import GitView, remove_scratch, scratch_for
 from bot.workspace.mirror import Mirror, read_ref
-from bot.workspace.removal import discard, remove_tree
 
 log = logging.getLogger(__name__)
 

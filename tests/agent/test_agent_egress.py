@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bot.agent import CommandAgent, load_transcript
 from bot.plan.blocked import BlockedRequest
-from bot.workspace.sandbox import Sandbox
+from bot.sandbox.confinement import Sandbox
 from tests.agent.agent_builders import MakeTask
 from tests.support import bwrap_marker
 

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from bot.agent import BuiltinAgent, CommandAgent, load_transcript, preset_agent
-from bot.agent.mcp_relay import McpRelay
-from bot.agent.mcp_servers import narrowed_egress
 from bot.config.load import load_repo_config
 from bot.config.mcp import McpServer
+from bot.config.mcp_policy import McpPolicy
 from bot.llm import Completion, Message, ScriptedLLM, tool_reply
+from bot.mcp.relay import McpRelay
+from bot.mcp.servers import narrowed_egress
 from bot.plan.records import ToolUse
-from bot.workspace.mcp_policy import McpPolicy
-from bot.workspace.sandbox import Sandbox
+from bot.sandbox.confinement import Sandbox
 from tests.agent.agent_builders import MakeTask
 from tests.support import make_settings
 

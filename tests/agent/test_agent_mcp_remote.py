@@ -14,12 +14,12 @@ import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
-from bot.agent.mcp import open_mcp
 from bot.config.load import load_repo_config
 from bot.config.mcp import McpServer
-from bot.workspace.egress_rules import parse_egress
-from bot.workspace.mcp_http import checked_client
-from bot.workspace.mcp_policy import McpPolicy
+from bot.config.mcp_policy import McpPolicy
+from bot.mcp.http import checked_client
+from bot.mcp.tools import open_mcp
+from bot.network.rules import parse_egress
 
 VARIABLES = {"PLAN_CASCADE_MCP_DOCS_TOKEN": "docs-s3cret-value"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.workspace.certs import CA_VARIABLES, ca_env, env_mounts
-from bot.workspace.toolchains import rustup_env
+from bot.sandbox.certs import CA_VARIABLES, ca_env, env_mounts
+from bot.sandbox.toolchains import rustup_env
 from tests.support import make_settings
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from bot.errors import WorkspaceError
+from bot.sandbox.confinement import Sandbox
 from bot.workspace import Mirror, add_worktree
 from bot.workspace.gitview import GitView
-from bot.workspace.sandbox import Sandbox
 from bot.workspace.worktree import remove_worktree, sandbox_view
 from tests.support import bwrap_marker
 from tests.workspace.conftest import Git

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.workspace import run_process, scrubbed_env
+from bot.sandbox import run_process, scrubbed_env
 from tests.processes import live_with_arg, unique_sleep
 from tests.support import audit_threads, bwrap_marker, confined
 
@@ -256,8 +256,8 @@ async def test_the_pidfd_child_watcher_runs_processes_on_this_loop(tmp_path) -> 
     import asyncio
     import warnings
 
+    from bot.sandbox.process import fast_child_watcher
     from bot.workspace.git import run_git
-    from bot.workspace.process import fast_child_watcher
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

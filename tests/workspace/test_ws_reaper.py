@@ -10,9 +10,9 @@ import socket
 import subprocess
 from pathlib import Path
 
-from bot.workspace.process import run_process, scrubbed_env
-from bot.workspace.reaper import ProcessRegistry, start_time
-from bot.workspace.sandbox import Sandbox
+from bot.sandbox.confinement import Sandbox
+from bot.sandbox.process import run_process, scrubbed_env
+from bot.sandbox.reaper import ProcessRegistry, start_time
 from tests.processes import dead_identity, identity_of, live_with_arg, unique_sleep
 
 

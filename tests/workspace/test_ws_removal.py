@@ -95,7 +95,7 @@ def test_a_server_that_is_not_root_removes_whatever_a_worktree_holds(unprivilege
 
 
 def test_remove_tree_takes_symlinks_and_files_as_themselves(tmp_path: Path) -> None:
-    from bot.workspace.removal import remove_tree
+    from bot.sandbox.removal import remove_tree
 
     target = tmp_path / "target"
     (target / "sub").mkdir(parents=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import SandboxViolation
-from bot.workspace import is_denied, resolve_path
+from bot.sandbox import is_denied, resolve_path
 
 DENY = [".github/workflows/**", "*.pem", "secrets"]
 

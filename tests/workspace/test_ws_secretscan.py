@@ -8,8 +8,7 @@ import secrets
 
 import pytest
 
-from bot.workspace.outgoing import added_lines
-from bot.workspace.secretscan import (
+from bot.network.secretscan import (
     KEYWORD_RULE,
     NAME_LINE,
     SERVER_RULE,
@@ -20,6 +19,7 @@ from bot.workspace.secretscan import (
     scan,
     server_needles,
 )
+from bot.workspace.outgoing import added_lines
 
 AWS_KEY = "AKIA" + "Q3X7ZP2M4N6B8V1C"
 RANDOM = "Xk29aLmq81ZpQw7RbT4c"

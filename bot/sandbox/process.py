@@ -4,9 +4,9 @@ Each command gets ``start_new_session=True``, so it leads its own process group.
 timeout, on cancellation, and after the command exits (background children left behind
 are orphans), the whole group is killed with ``SIGKILL`` and the leader reaped.
 
-A :class:`~bot.workspace.sandbox.Confinement` says how: inside bubblewrap (its own namespaces,
+A :class:`~bot.sandbox.confinement.Confinement` says how: inside bubblewrap (its own namespaces,
 nothing of the server visible, the operator's resource limits set before anything runs; see
-`bot.workspace.sandbox` and `bot.workspace.limits`) or not, and where the process group is
+`bot.sandbox.confinement` and `bot.sandbox.limits`) or not, and where the process group is
 recorded so a bot killed with SIGKILL can kill it at its next start.
 """
 
@@ -14,23 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import os
 import shutil
 import signal
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.workspace.cgroups import Group
-from bot.workspace.limits import LimitGate
+from bot.sandbox.cgroups import Group
+from bot.sandbox.limits import LimitGate, Limits
 
 if TYPE_CHECKING:
-    from bot.workspace.sandbox import Confinement
+    from bot.sandbox.confinement import Confinement
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 """PATH of a scrubbed env. Deliberately without the bot's own virtualenv: commands run the
@@ -192,6 +194,113 @@ async def _finish(
     out.close()
 
 
+Streams = Literal["output", "stdio"]
+"""How a child's streams are wired: `output`, stdout and stderr both to `Child.output` and no
+stdin; `stdio`, stdin and stdout piped (`proc.stdin`, `proc.stdout`) and stderr to `Child.output`."""
+
+
+@dataclass
+class Child:
+    """A process `confined_child` started: held at its limit gate until `release`."""
+
+    proc: asyncio.subprocess.Process
+    output: asyncio.StreamReader
+    """What it writes to stderr (and, `output` streams, to stdout), through our own pipe."""
+    transport: asyncio.ReadTransport
+    """That pipe's transport: closing it stops reading (when `confined_child` is left, at the latest)."""
+    gate: LimitGate | None
+    limits: Limits | None
+    group: Group | None = None
+
+    async def release(self) -> None:
+        """Put the process under its limits, then let it run (nothing runs before); its cgroup
+        is removed when `confined_child` is left. Without limits, nothing to do."""
+        if self.gate is not None and self.limits is not None:
+            self.group = await self.gate.release(self.limits)
+
+
+@contextlib.asynccontextmanager
+async def confined_child(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    confinement: Confinement | None,
+    streams: Streams = "output",
+    limit: int = 2**16,
+) -> AsyncIterator[Child]:
+    """Start `argv` in `cwd` with exactly `env`: the one spawn of agents' commands, gates, setup
+    and local MCP servers. It leads its own process group, is recorded in the confinement's
+    registry while it runs and, confined, runs in bubblewrap (which gets `env` and passes it on)
+    held at the limit gate until `Child.release`. `limit`: asyncio's line limit of `stdio` pipes.
+
+    The caller kills the group before leaving (its own way: bounded, draining the output);
+    leaving then stops reading, closes the gate (a sandbox never released never runs), removes
+    the cgroup with whatever is left in it, and forgets the record.
+    """
+    limits = confinement.limits if confinement is not None and confinement.confined else None
+    gate = LimitGate() if limits is not None and limits.any else None
+    if confinement is not None and confinement.confined:
+        # Finding the tool directories to show reads every PATH entry (~5 ms): not on the loop.
+        handshake = gate.child_fds if gate is not None else None
+        argv = await asyncio.to_thread(confinement.argv, argv, cwd=cwd, env=env, gate=handshake)
+    write_fd, output, transport = await open_pipe()
+    piped = streams == "stdio"
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=asyncio.subprocess.PIPE if piped else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE if piped else write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            pass_fds=gate.child_fds if gate is not None else (),
+            limit=limit,
+        )
+    )
+    try:
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # Cancelled while the process was starting: asyncio would kill only the leader and
+        # leave what it already forked. Let the start finish, then kill the whole group.
+        try:
+            started_proc = await spawn
+        except BaseException:
+            transport.close()
+            if gate is not None:
+                gate.close()
+            raise
+        await kill_process_group(started_proc)
+        transport.close()
+        if gate is not None:
+            gate.close()
+        raise
+    except BaseException:
+        transport.close()
+        if gate is not None:
+            gate.close()
+        raise
+    finally:
+        os.close(write_fd)
+        if gate is not None:
+            gate.started()
+    registry = confinement.registry if confinement is not None else None
+    if registry is not None:
+        registry.record(proc.pid)
+    child = Child(proc=proc, output=output, transport=transport, gate=gate, limits=limits)
+    try:
+        yield child
+    finally:
+        transport.close()
+        if gate is not None:
+            gate.close()  # after the kill: a sandbox still waiting to be released dies unreleased
+        if child.group is not None:
+            await asyncio.to_thread(child.group.remove)  # whatever is left inside, killed; the cgroup gone
+        if registry is not None:
+            registry.forget(proc.pid)
+
+
 async def run_process(
     command: str | Sequence[str],
     *,
@@ -209,76 +318,22 @@ async def run_process(
     if output_limit < 0:
         raise ValueError("output_limit must be >= 0")
     argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
-    limits = confinement.limits if confinement is not None and confinement.confined else None
-    gate = LimitGate() if limits is not None and limits.any else None
-    if confinement is not None and confinement.confined:
-        # Finding the tool directories to show reads every PATH entry (~5 ms): not on the loop.
-        handshake = gate.child_fds if gate is not None else None
-        argv = await asyncio.to_thread(confinement.argv, argv, cwd=cwd, env=env, gate=handshake)
-    registry = confinement.registry if confinement is not None else None
     capture = _Capture(output_limit)
     started = time.monotonic()
-    write_fd, reader, out = await open_pipe()
-    spawn = asyncio.ensure_future(
-        asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            start_new_session=True,
-            pass_fds=gate.child_fds if gate is not None else (),
-        )
-    )
-    try:
-        proc = await asyncio.shield(spawn)
-    except asyncio.CancelledError:
-        # Cancelled while the process was starting: asyncio would kill only the leader and
-        # leave what it already forked. Let the start finish, then kill the whole group.
-        try:
-            started_proc = await spawn
-        except BaseException:
-            out.close()
-            if gate is not None:
-                gate.close()
-            raise
-        await kill_process_group(started_proc)
-        out.close()
-        if gate is not None:
-            gate.close()
-        raise
-    except BaseException:
-        out.close()
-        if gate is not None:
-            gate.close()
-        raise
-    finally:
-        os.close(write_fd)
-        if gate is not None:
-            gate.started()
-    if registry is not None:
-        registry.record(proc.pid)
-    pump = asyncio.ensure_future(_pump(reader, capture))
     timed_out = False
-    group: Group | None = None
-    try:
-        async with asyncio.timeout(timeout):
-            if gate is not None and limits is not None:  # nothing runs until its limits are set
-                group = await gate.release(limits)
-            await proc.wait()
-            # Children left in the background keep the pipe open: give them a moment, then kill.
-            await asyncio.wait({pump}, timeout=EXIT_GRACE_S)
-    except TimeoutError:
-        timed_out = True
-    finally:
-        await _finish(proc, pump, out)
-        if gate is not None:
-            gate.close()  # after the kill: a sandbox still waiting to be released dies unreleased
-        if group is not None:
-            await asyncio.to_thread(group.remove)  # whatever is left inside, killed; the cgroup gone
-        if registry is not None:
-            registry.forget(proc.pid)
+    async with confined_child(argv, cwd=cwd, env=env, confinement=confinement) as child:
+        proc = child.proc
+        pump = asyncio.ensure_future(_pump(child.output, capture))
+        try:
+            async with asyncio.timeout(timeout):
+                await child.release()  # nothing runs until its limits are set
+                await proc.wait()
+                # Children left in the background keep the pipe open: give them a moment, then kill.
+                await asyncio.wait({pump}, timeout=EXIT_GRACE_S)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            await _finish(proc, pump, child.transport)
     output, truncated = capture.result()
     return ProcessResult(
         exit_code=None if timed_out else proc.returncode,

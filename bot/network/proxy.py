@@ -14,7 +14,7 @@ a proxy of its own, to the hosts of `PLAN_CASCADE_AGENT_EGRESS` (narrowed by the
 The proxy answers `CONNECT host:port` (https) and absolute-form `GET`/`HEAD http://host/...`
 (plain http, without a body, one request per connection, sent with the checked host as `Host`)
 for hosts on the operator's list (`PLAN_CASCADE_SETUP_EGRESS`) only. A name must resolve to
-public addresses only (`bot.workspace.egress_rules`), and the proxy connects to the address it
+public addresses only (`bot.network.rules`), and the proxy connects to the address it
 checked (a second lookup cannot rebind it). An IP address is reached only when the list names
 that exact address and port (a private index the operator runs). An agent's proxy also passes
 plain http requests with a body (`Content-Length`, never chunked): a model served over http
@@ -37,8 +37,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from bot.workspace.egress_log import BlockedLog
-from bot.workspace.egress_rules import (
+from bot.network.proxy_log import BlockedLog
+from bot.network.rules import (
     DEFAULT_SETUP_EGRESS,
     Allowlist,
     Entry,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from bot.workspace.process import tool_program
+from bot.sandbox.process import tool_program
 
 
 def rustup_env(tool_path: str | None, environ: Mapping[str, str]) -> dict[str, str]:

@@ -15,7 +15,7 @@ process runs under bubblewrap with:
   each confinement: async code asks for one through `asyncio.to_thread`, never on the event loop;
 - nothing else: not the rest of the data dir, the App's key, other mirrors, other worktrees, the
   server's HOME or working directory;
-- the operator's resource limits (`bot.workspace.limits`): processes, open files, memory and the
+- the operator's resource limits (`bot.sandbox.limits`): processes, open files, memory and the
   size of its /tmp, set on its first process before it runs anything (`--block-fd`).
 
 The environment is given to bubblewrap itself (never as arguments, which `/proc` shows).
@@ -31,14 +31,13 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
+from bot.config.mcp_policy import McpPolicy
 from bot.errors import WorkspaceError
-from bot.workspace.egress_rules import DEFAULT_AGENT_EGRESS
-from bot.workspace.gitview import GitView
-from bot.workspace.limits import Limits, describe
-from bot.workspace.mcp_policy import McpPolicy
-from bot.workspace.reaper import ProcessRegistry
+from bot.network.rules import DEFAULT_AGENT_EGRESS
+from bot.sandbox.limits import Limits, describe
+from bot.sandbox.reaper import ProcessRegistry
 
 SandboxMode = Literal["required", "auto", "off"]
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
@@ -46,6 +45,15 @@ MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/sudoe
 """Host files that stay out of sight even though /etc is visible."""
 NOBODY = 65534
 STRICTNESS: dict[str, int] = {"off": 0, "none": 0, "auto": 1, "required": 2}
+
+
+class GitMounts(Protocol):
+    """A worktree's git as a confined process sees it (`bot.workspace.gitview.GitView`): made
+    again for each confinement, then mounted."""
+
+    def refresh(self) -> None: ...
+
+    def mounts(self) -> list[str]: ...
 
 
 class SandboxUnavailable(WorkspaceError):
@@ -147,7 +155,7 @@ class Confinement:
     registry: ProcessRegistry | None = None
     writable: tuple[Path, ...] = ()
     """More read-write directories (a repository's package caches, for setup only)."""
-    git: GitView | None = None
+    git: GitMounts | None = None
     """The worktree's git as the process sees it (None: no git, e.g. a directory that is no worktree)."""
     limits: Limits | None = None
     """What the process may use of the host (None: unconfined, nothing is limited)."""
@@ -156,7 +164,7 @@ class Confinement:
         self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], gate: tuple[int, int] | None = None
     ) -> list[str]:
         """`argv` wrapped in bubblewrap (unchanged when not confined). `gate`: the (info, block)
-        descriptors of a `bot.workspace.limits.LimitGate`, which sets the limits before it runs."""
+        descriptors of a `bot.sandbox.limits.LimitGate`, which sets the limits before it runs."""
         if not self.confined:
             return list(argv)
         program = shutil.which(self.bwrap) or self.bwrap
@@ -233,11 +241,11 @@ class Sandbox:
     """Variables handed to setup commands (`PLAN_CASCADE_SETUP_ENV`, e.g. a private package index)."""
     server_env: Mapping[str, str] = field(default_factory=dict)
     """Settings of the server's environment handed to setup, agents and gates of a plan with setup,
-    the paths they name mounted read-only: TLS trust (`bot.workspace.certs`), rustup's home
-    (`bot.workspace.toolchains`)."""
+    the paths they name mounted read-only: TLS trust (`bot.sandbox.certs`), rustup's home
+    (`bot.sandbox.toolchains`)."""
     setup_egress: tuple[str, ...] | None = None
     """Where confined setup may connect, through the bot's proxy (`PLAN_CASCADE_SETUP_EGRESS`);
-    None: the public registries (`bot.workspace.egress_rules.DEFAULT_SETUP_EGRESS`)."""
+    None: the public registries (`bot.network.rules.DEFAULT_SETUP_EGRESS`)."""
     limits: Limits = field(default_factory=Limits)
     """What each confined process may use of the host (`PLAN_CASCADE_SANDBOX_PROCESSES`,
     `_OPEN_FILES`, `_MEMORY_MB`, `_CGROUP`)."""
@@ -272,7 +280,7 @@ class Sandbox:
         readonly: Sequence[Path] = (),
         tools: Sequence[Path] = (),
         writable: Sequence[Path] = (),
-        git: GitView | None = None,
+        git: GitMounts | None = None,
     ) -> Confinement:
         """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run.
 

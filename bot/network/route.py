@@ -1,7 +1,7 @@
 """How confined setup and external agents go out: the proxy's socket and a forwarder in the sandbox.
 
 The sandbox has its own network namespace with nothing but loopback. The bot's egress proxy
-(`bot.workspace.egress`) listens on a Unix socket in a folder bind-mounted read-only into the
+(`bot.network.proxy`) listens on a Unix socket in a folder bind-mounted read-only into the
 sandbox; a small forwarder (`FORWARDER`, python3 from the tool PATH), started before setup's
 commands (or the agent's command), relays the sandbox's `127.0.0.1:3128` to it, and the proxy
 variables point there.
@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.workspace.egress import IDLE_TIMEOUT, EgressProxy
-from bot.workspace.egress_rules import DEFAULT_SETUP_EGRESS, Allowlist, mcp_allowlist, parse_egress
+from bot.network.proxy import IDLE_TIMEOUT, EgressProxy
+from bot.network.rules import DEFAULT_SETUP_EGRESS, Allowlist, mcp_allowlist, parse_egress
 
 PROXY_PORT = 3128
 """Where the forwarder listens inside setup's (or the agent's) own network namespace."""

@@ -8,7 +8,7 @@ hold for everything it starts:
 
 - open files: `RLIMIT_NOFILE` per process (soft and hard: it cannot raise them);
 - processes and threads: a pids cgroup per confined process when the server can make one
-  (`bot.workspace.cgroups`), and `RLIMIT_NPROC`, which counts the sandbox's own user namespace
+  (`bot.sandbox.cgroups`), and `RLIMIT_NPROC`, which counts the sandbox's own user namespace
   and so binds per sandbox, but which the kernel does not enforce for a server running as root;
 - memory: a memory cgroup per confined process when the server can make one (it counts `/tmp`
   too), the size of its `/tmp`, and the kernel's OOM killer told to take sandboxed processes
@@ -26,7 +26,7 @@ import resource
 from dataclasses import dataclass
 
 from bot.errors import WorkspaceError
-from bot.workspace.cgroups import Cgroups, Group
+from bot.sandbox.cgroups import Cgroups, Group
 
 DEFAULT_PROCESSES = 1024
 DEFAULT_OPEN_FILES = 8192

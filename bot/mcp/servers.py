@@ -5,10 +5,10 @@ repository's worktree read-only, an empty HOME of its own (removed afterwards), 
 PATH and setup's variables, the variables its `env` names, and nothing else of the server's
 environment. Its network is its own namespace with nothing in it; when the operator allows
 hosts (`PLAN_CASCADE_MCP_EGRESS`, narrowed by the server's `egress`), its only way out is an
-egress proxy of the bot's own started for it (`bot.workspace.egress_route.mcp_route`, as for setup).
+egress proxy of the bot's own started for it (`bot.network.route.mcp_route`, as for setup).
 
 A remote server (`url`) is reached from the bot's process, only at the hosts of
-`PLAN_CASCADE_MCP_EGRESS` (`bot.workspace.mcp_http`), with the headers its config names.
+`PLAN_CASCADE_MCP_EGRESS` (`bot.mcp.http`), with the headers its config names.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from urllib.parse import urlsplit
 from mcp.client.streamable_http import streamable_http_client
 
 from bot.config.mcp import McpServer, fill
+from bot.config.mcp_policy import McpPolicy
 from bot.errors import PlanCascadeError
-from bot.workspace.egress_route import mcp_route
-from bot.workspace.egress_rules import DEFAULT_PORTS, Entry, Resolver, parse_egress, system_resolver
-from bot.workspace.mcp_http import checked_client
-from bot.workspace.mcp_policy import McpPolicy
-from bot.workspace.mcp_stdio import ServerProcess, confined_stdio
-from bot.workspace.sandbox import Sandbox
+from bot.mcp.http import checked_client
+from bot.mcp.stdio import ServerProcess, confined_stdio
+from bot.network.route import mcp_route
+from bot.network.rules import DEFAULT_PORTS, Entry, Resolver, parse_egress, system_resolver
+from bot.sandbox.confinement import Sandbox
 
 
 class McpUnavailable(PlanCascadeError):

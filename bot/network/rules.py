@@ -1,6 +1,6 @@
 """Where setup and agents may connect: the operator's allowlist, and which addresses count as public.
 
-Pure rules (the system resolver aside) used by the egress proxy (`bot.workspace.egress`): a host
+Pure rules (the system resolver aside) used by the egress proxy (`bot.network.proxy`): a host
 on the operator's list (`PLAN_CASCADE_SETUP_EGRESS` for setup, `PLAN_CASCADE_AGENT_EGRESS` for
 agents), and on the repository's narrower one when it has one (`agent.egress`), is reached only at
 public addresses it resolves to, or at an address the operator named with its port. "Public"

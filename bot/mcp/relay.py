@@ -4,7 +4,7 @@ A CLI agent (Claude Code, Codex, a command template with `{mcp_config}`) is neve
 repository's servers themselves: it gets one stdio server, `plan_cascade`, whose command is a
 small relay (`RELAY`, python3 of the agent's PATH) that joins its stdin and stdout to a Unix
 socket of the bot's, in a folder bind-mounted read-only into the agent's sandbox. Behind the
-socket the bot answers MCP itself, offering exactly the tools `bot.agent.mcp` opened for the run
+socket the bot answers MCP itself, offering exactly the tools `bot.mcp.tools` opened for the run
 (the allowlist holds), and each call goes through `McpTools.call`: the same timeout, size cap,
 fence, transcript record and count as the builtin agent's. Only `initialize`, `ping`,
 `tools/list` and `tools/call` are answered.
@@ -25,7 +25,7 @@ from typing import Any
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
-from bot.agent.mcp import McpTools
+from bot.mcp.tools import McpTools
 
 SERVER_NAME = "plan_cascade"
 """The one MCP server a CLI agent sees (Claude Code names its tools `mcp__plan_cascade__…`)."""

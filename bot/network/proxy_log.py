@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.workspace.egress_rules import Reason
+from bot.network.rules import Reason
 
 MAX_DESTINATIONS = 100
 """Distinct destinations one proxy remembers; the rest are counted under `*`."""

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from bot.workspace.sandbox import SYSTEM_DIRS
+from bot.sandbox.confinement import SYSTEM_DIRS
 
 CA_VARIABLES = (
     "SSL_CERT_FILE",

@@ -3,19 +3,18 @@
 The SDK's own `stdio_client` starts the server itself (`anyio.open_process`), with the bot's
 `HOME`, `PATH`, `USER` and `SHELL` added to whatever it is given, its stderr on the bot's, and
 no say in how it starts. A server from the repository is untrusted code, so it starts here the
-way every confined process does (`bot.workspace.process`): under bubblewrap with exactly the
-environment it is given, its own process group recorded in the registry, the operator's
-resource limits set before it runs anything (`LimitGate`), stderr kept (bounded) for the error
-message, and the whole group killed when the story's agent run ends. This module only frames
-messages: one JSON-RPC message a line each way, a line longer than `MAX_MESSAGE_BYTES` ends the
-connection. The SDK's `ClientSession` speaks MCP over the two streams it yields.
+way every confined process does (`bot.sandbox.process.confined_child`): under bubblewrap with
+exactly the environment it is given, its own process group recorded in the registry, the
+operator's resource limits set before it runs anything (`LimitGate`), stderr kept (bounded) for
+the error message, and the whole group killed when the story's agent run ends. This module only
+frames messages: one JSON-RPC message a line each way, a line longer than `MAX_MESSAGE_BYTES`
+ends the connection. The SDK's `ClientSession` speaks MCP over the two streams it yields.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +24,8 @@ import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from bot.workspace.cgroups import Group
-from bot.workspace.limits import LimitGate
-from bot.workspace.process import kill_process_group, open_pipe
-from bot.workspace.sandbox import Confinement
+from bot.sandbox.confinement import Confinement
+from bot.sandbox.process import confined_child, kill_process_group
 
 MAX_MESSAGE_BYTES = 4 * 2**20
 """The longest line (one message) read from a server; a longer one ends the connection."""
@@ -112,64 +109,28 @@ async def confined_stdio(
 ]:
     """Start `argv` in `cwd` with exactly `env`, confined; yield (messages in, messages out, the
     process). Leaving kills its process group, whatever it is doing."""
-    limits = confinement.limits if confinement.confined else None
-    gate = LimitGate() if limits is not None and limits.any else None
-    command = list(argv)
-    if confinement.confined:
-        handshake = gate.child_fds if gate is not None else None
-        command = await asyncio.to_thread(confinement.argv, command, cwd=cwd, env=env, gate=handshake)
-    err_fd, err_reader, err_transport = await open_pipe()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            cwd=cwd,
-            env=dict(env),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=err_fd,
-            start_new_session=True,
-            pass_fds=gate.child_fds if gate is not None else (),
-            limit=MAX_MESSAGE_BYTES,
-        )
-    except BaseException:
-        err_transport.close()
-        if gate is not None:
-            gate.close()
-        raise
-    finally:
-        os.close(err_fd)
-        if gate is not None:
-            gate.started()
-    registry = confinement.registry
-    if registry is not None:
-        registry.record(proc.pid)
-    server = ServerProcess(pid=proc.pid)
-    assert proc.stdout is not None and proc.stdin is not None
-    incoming_sink, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    outgoing, outgoing_source = anyio.create_memory_object_stream[SessionMessage](0)
-    tasks = [
-        asyncio.ensure_future(_read_stdout(proc.stdout, incoming_sink)),
-        asyncio.ensure_future(_write_stdin(proc.stdin, outgoing_source)),
-        asyncio.ensure_future(_keep_stderr(err_reader, server)),
-    ]
-    group: Group | None = None
-    try:
-        if gate is not None and limits is not None:  # nothing runs until its limits are set
-            group = await gate.release(limits)
-        yield incoming, outgoing, server
-    finally:
-        for stream in (incoming, outgoing):
-            stream.close()
-        proc.stdin.close()
-        await _kill(proc)
-        server.exit_code = proc.returncode
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        err_transport.close()
-        if gate is not None:
-            gate.close()
-        if group is not None:
-            await asyncio.to_thread(group.remove)
-        if registry is not None:
-            registry.forget(proc.pid)
+    async with confined_child(
+        argv, cwd=cwd, env=env, confinement=confinement, streams="stdio", limit=MAX_MESSAGE_BYTES
+    ) as child:
+        proc = child.proc
+        server = ServerProcess(pid=proc.pid)
+        assert proc.stdout is not None and proc.stdin is not None
+        incoming_sink, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        outgoing, outgoing_source = anyio.create_memory_object_stream[SessionMessage](0)
+        tasks = [
+            asyncio.ensure_future(_read_stdout(proc.stdout, incoming_sink)),
+            asyncio.ensure_future(_write_stdin(proc.stdin, outgoing_source)),
+            asyncio.ensure_future(_keep_stderr(child.output, server)),
+        ]
+        try:
+            await child.release()  # nothing runs until its limits are set
+            yield incoming, outgoing, server
+        finally:
+            for stream in (incoming, outgoing):
+                stream.close()
+            proc.stdin.close()
+            await _kill(proc)
+            server.exit_code = proc.returncode
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

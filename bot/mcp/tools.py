@@ -1,6 +1,6 @@
 """MCP tools for agents: the repository's servers, opened for one agent run, allowed tools only.
 
-`open_mcp` starts every server of `agent.mcp_servers` (`bot.agent.mcp_servers`: local ones in
+`open_mcp` starts every server of `agent.mcp_servers` (`bot.mcp.servers`: local ones in
 the sandbox, remote ones only at the operator's hosts), speaks MCP to each with the official
 SDK's `ClientSession`, lists its tools and keeps those its `tools` names (every one with `"*"`,
 when the operator allows it). Only tools are used: no resources, no prompts, and the client
@@ -25,16 +25,13 @@ from typing import Any
 import mcp_types
 from mcp import ClientSession
 
-from bot.agent.base import AgentTask
-from bot.agent.mcp_servers import McpPlace, McpUnavailable, local_server, remote_server
 from bot.config.mcp import ALL_TOOLS, MAX_TOOL_NAME, McpServer, offered_name, operator_problems
-from bot.environment.setup import with_env_path
+from bot.config.mcp_policy import McpPolicy
 from bot.llm import ToolSpec
 from bot.llm.sanitize import fence_untrusted, sanitize_untrusted
+from bot.mcp.servers import McpPlace, McpUnavailable, local_server, remote_server
+from bot.network.rules import system_resolver
 from bot.plan.records import ToolUse
-from bot.workspace.egress_rules import system_resolver
-from bot.workspace.mcp_policy import McpPolicy
-from bot.workspace.process import scrubbed_env
 
 log = logging.getLogger(__name__)
 
@@ -278,33 +275,6 @@ async def open_mcp(
             for task in late:  # a remote server that does not answer its goodbye
                 task.cancel()
             await asyncio.gather(*hosts, return_exceptions=True)
-
-
-def task_place(task: AgentTask) -> McpPlace:
-    """Where `task`'s local servers start: its worktree (read-only to them), its tools' PATH and
-    setup's variables, its sandbox and the repository's package caches."""
-    base = scrubbed_env(home=task.home, extra={"PATH": task.path} if task.path else None)
-    return McpPlace(
-        worktree=task.worktree,
-        env=with_env_path(base, dict(task.env)),
-        sandbox=task.sandbox,
-        repo_setting=task.sandbox_setting,
-        readonly=tuple(task.shared),
-    )
-
-
-def open_task_mcp(
-    task: AgentTask, *, record: Record | None = None
-) -> contextlib.AbstractAsyncContextManager[McpTools]:
-    """`open_mcp` for one agent run on `task`: its servers, the operator's policy, its limits."""
-    return open_mcp(
-        task.mcp_servers,
-        policy=task.sandbox.mcp,
-        place=task_place(task),
-        call_seconds=float(task.limits.tool_timeout_seconds),
-        output_limit=task.limits.output_limit_chars,
-        record=record,
-    )
 
 
 def mcp_notes(tools: McpTools) -> tuple[str, str]:

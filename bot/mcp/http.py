@@ -3,7 +3,7 @@
 The bot (not a sandbox) talks to a remote server, so the check is made where connections are
 opened: every TCP connection the client makes goes through `CheckedBackend`, which connects only
 to a host on `PLAN_CASCADE_MCP_EGRESS`, at an address the egress rules accept (public, or named
-by the operator with its port; `bot.workspace.egress_rules`), and to the very address it checked
+by the operator with its port; `bot.network.rules`), and to the very address it checked
 (a second lookup cannot rebind it). TLS still verifies the host's name. Redirects to another
 origin are not followed (the SDK's rule), the environment's proxy settings are ignored.
 """
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import httpcore2
 import httpx2
 
-from bot.workspace.egress_rules import Entry, Resolver, decide, mcp_allowlist, system_resolver
+from bot.network.rules import Entry, Resolver, decide, mcp_allowlist, system_resolver
 
 CONNECT_TIMEOUT = 30.0
 READ_TIMEOUT = 300.0
