@@ -15,11 +15,11 @@ from datetime import datetime
 
 from bot.db.engine import Database
 from bot.db.queue import JobQueue
-from bot.handlers import schedules
 from bot.runtime.routing import Router
 from bot.runtime.services import Services
 from bot.runtime.settings import Settings
 from bot.runtime.worker import JobKinds, WorkerPool
+from bot.schedules import runs as schedules
 
 
 async def main(db_url: str, out: str, now: datetime) -> None:

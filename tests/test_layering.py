@@ -21,6 +21,7 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"cli"}, "the command line: every front door's commands, one entry point"),
     ({"action", "local", "testing"}, "front doors that reuse the App's handlers or the engine; the fakes"),
     ({"app"}, "the App: the ASGI server and the wiring that combines the handlers"),
+    ({"schedules"}, "scheduled plans: due runs open an issue and plan it through the handlers"),
     ({"handlers", "status"}, "what happens for each event and job; the status page's read-only views"),
     ({"runtime", "publishing"}, "what handlers plug into (routing, jobs, Services) and hand the engine"),
     ({"orchestration"}, "the engine: batches, stories, the batch phase, the backends"),
@@ -53,6 +54,9 @@ LAZY: dict[tuple[str, str], str] = {
 """(module, imported module) pairs imported inside a function on purpose: a heavy SDK."""
 
 MAX_LINES = 400
+MAX_MODULES = 20
+"""Modules in one folder at most (`__init__` aside): past it a folder is a district, not a room."""
+FOLDERS_EXEMPT = {"testing": "the in-package fakes: one module per GitHub area they serve"}
 
 ROOT_MODULES: dict[str, str] = {
     "errors": "the one exception tree",
@@ -277,3 +281,16 @@ def test_an_upward_import_is_refused(tmp_path: Path) -> None:
     deps = imports_of(plan_file, {"bot.handlers.session"})
     assert {dep for dep, _, _ in deps} == {"bot.handlers.session"}
     assert rank(folder("bot.handlers.session")) < rank(folder("bot.plan.state"))
+
+
+def test_no_folder_over_the_limit() -> None:
+    crowded = []
+    for folder in sorted(p for p in BOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        if folder.name in FOLDERS_EXEMPT:
+            continue
+        count = len([m for m in folder.glob("*.py") if m.name != "__init__.py"])
+        if count > MAX_MODULES:
+            crowded.append(f"bot/{folder.name}/: {count} modules")
+    assert not crowded, f"folders over {MAX_MODULES} modules (give a concern its own room):\n" + "\n".join(
+        crowded
+    )

@@ -14,10 +14,10 @@ import yaml
 from bot.config.repo import CONFIG_PATH
 from bot.db import schedules as table
 from bot.handlers.approval import POLL_JOB
-from bot.handlers.schedules import LOOK_GROUP, LOOK_JOB
 from bot.plan.state import PlanStatus
 from bot.plan.state_block import decode_state
 from bot.rendering.schedules import parse_schedule_marker
+from bot.schedules.runs import LOOK_GROUP, LOOK_JOB
 from bot.testing.deliveries import load_fixture
 from tests.harness import INSTALLATION, REPO, Harness, _repo_fields, labeled
 from tests.test_github_flow import PRD
@@ -315,7 +315,7 @@ async def test_a_repository_the_app_leaves_loses_its_schedules(tmp_path: Path) -
 
 
 async def test_at_start_the_repositories_with_plans_are_read_for_schedules(tmp_path: Path) -> None:
-    from bot.handlers.schedule_sync import queue_syncs
+    from bot.schedules.sync import queue_syncs
 
     clock = Clock(utc("2027-01-04 05:30"))
     async with Harness(tmp_path) as h:
@@ -333,7 +333,7 @@ async def test_at_start_the_repositories_with_plans_are_read_for_schedules(tmp_p
 
 
 async def test_a_forced_push_rereads_and_a_failed_read_waits_for_the_next(tmp_path: Path) -> None:
-    from bot.handlers.schedule_sync import SYNC_JOB
+    from bot.schedules.sync import SYNC_JOB
 
     clock = Clock(utc("2027-01-04 05:30"))
     async with Harness(tmp_path) as h:

@@ -16,7 +16,7 @@ from bot.config.schedules import resolve
 from bot.db import schedules as table
 from bot.db.engine import Database
 from bot.db.models import Job
-from bot.handlers.schedules import RUN_JOB
+from bot.schedules.runs import RUN_JOB
 from tests.support import postgres_database
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.app.stale_checks import sweep_stale_checks
 from bot.db.models import Job, PlanRecord
-from bot.handlers.stale_checks import sweep_stale_checks
 from bot.testing.fake_github_model import FakeCheckRun
 from tests.harness import REPO, Harness, commented
 from tests.processes import dead_identity, identity_of

@@ -1,5 +1,5 @@
 """The Action's schedules: on `schedule` and `workflow_dispatch`, run the repository's due
-schedules with the server's code (`bot.handlers.schedules.run_schedule`: an issue, its plan, never
+schedules with the server's code (`bot.schedules.runs.run_schedule`: an issue, its plan, never
 an approval).
 
 The Action keeps no table: a schedule is due when its latest slot is at most `LOOK_BACK` old and
@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 
 from bot.action.services import InlineJobs
 from bot.config.schedules import Resolved, resolve
-from bot.handlers.schedules import Due, run_schedule
 from bot.handlers.session import open_session
 from bot.runtime.services import Services
+from bot.schedules.runs import Due, run_schedule
 
 log = logging.getLogger(__name__)
 LOOK_BACK = timedelta(hours=1)

@@ -7,9 +7,10 @@ from typing import Any
 
 import httpx
 
-from bot.app import installation
+from bot.app import caches, installation
 from bot.app.redelivery import redelivery_loop
 from bot.app.retention import retention_loop
+from bot.app.stale_checks import stale_check_sweeper
 from bot.config.repo import split_model_ref
 from bot.errors import GitHubError
 from bot.github.auth import installation_port, make_app_github
@@ -20,7 +21,6 @@ from bot.github.throttle import Throttle, ThrottleRegistry
 from bot.github.transport import SharedTransport
 from bot.handlers import (
     approval,
-    caches,
     checks,
     ci,
     commands,
@@ -28,18 +28,17 @@ from bot.handlers import (
     plan_pr,
     planning,
     review,
-    schedule_sync,
-    schedules,
     stack,
 )
 from bot.handlers.approval import EXECUTE_JOB, POLL_JOB, approval_poller
 from bot.handlers.execution import cancel_execution
-from bot.handlers.stale_checks import stale_check_sweeper
 from bot.llm.pricing import repo_price_table
 from bot.llm.registry import create_llm
 from bot.runtime.routing import Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
+from bot.schedules import runs as schedules
+from bot.schedules import sync as schedule_sync
 from bot.store.plans import PlanStore
 
 

@@ -3,7 +3,7 @@
 A due schedule is fired in one transaction that moves its `next_at` on (compare-and-swap on the
 value read) and queues its run as a job (`bot.db.queue.job_row`): whoever fires a slot, the slot
 has exactly one run, and the run is as durable as any job. The look for due schedules is itself a
-job of one group (see `bot.handlers.schedules`), so the queue runs one look at a time across
+job of one group (see `bot.schedules.runs`), so the queue runs one look at a time across
 every process. A slot missed while no process ran is fired once: the next time is the first one
 after *now*, never each missed one.
 """

@@ -1,7 +1,7 @@
 """Scheduled plans: `schedules:` in a repository's config open an issue on time and plan it.
 
 - A repository's schedules are read into the `schedules` table (`bot.db.schedules`) by
-  `bot.handlers.schedule_sync`; a run also re-reads the config, so a removed schedule never runs
+  `bot.schedules.sync`; a run also re-reads the config, so a removed schedule never runs
   again.
 - Every `PLAN_CASCADE_SCHEDULE_POLL_SECONDS` each process queues a look for due schedules, one job
   group for all (the queue runs one look at a time, across processes); the look fires what is
@@ -26,7 +26,6 @@ from bot.db import schedules as table
 from bot.db.queue import ClaimedJob
 from bot.errors import PlanCascadeError
 from bot.handlers.planning import plan_issue
-from bot.handlers.schedule_sync import RESYNC_EVERY, RESYNC_PLANNED_EVERY, queue_syncs
 from bot.handlers.session import Session, open_session, session_for_job
 from bot.plan.scheduled import ScheduledBy
 from bot.plan.state import PlanStatus
@@ -41,6 +40,7 @@ from bot.rendering.schedules import (
 )
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
+from bot.schedules.sync import RESYNC_EVERY, RESYNC_PLANNED_EVERY, queue_syncs
 
 kinds = JobKinds()
 log = logging.getLogger(__name__)
