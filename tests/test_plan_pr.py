@@ -16,7 +16,7 @@ from bot.plan.state import PlanStatus
 from bot.plan.state_block import decode_state
 from bot.testing.deliveries import load_fixture
 from tests.execution_support import git, make_remote
-from tests.harness import INSTALLATION, REPO, Harness, labeled
+from tests.harness import INSTALLATION, REPO, Harness, commented, labeled
 from tests.test_github_flow import PRD
 
 PLAN_BRANCH = "plan-cascade/1/plan"
@@ -211,3 +211,29 @@ async def test_a_rewritten_plan_branch_is_refused(h: Harness, tmp_path: Path) ->
     await h.drain()
     assert state_of(h).revision == 1 and h.started == []
     assert "no longer on the branch" in h.fake.comments(REPO, pull.number)[-1].body
+
+
+async def test_a_persons_amended_plan_branch_is_never_overwritten_by_a_revision(
+    h: Harness, tmp_path: Path
+) -> None:
+    """The plan branch's head is the bot's only if the bot pushed it: `commit --amend` keeps the
+    bot's author e-mail, so the author cannot say whose head it is (issue #47's defect, on the
+    plan branch). A revision then leaves the person's head as it is."""
+    await planned(h)
+    work = tmp_path / "amend"
+    git("clone", "-q", "--branch", PLAN_BRANCH, str(h.remote), str(work), cwd=tmp_path)
+    bots = git("log", "-1", "--format=%ae", cwd=work)
+    (work / PRD_FILE).write_text(rename((work / PRD_FILE).read_text()))
+    git("commit", "-q", "-a", "--amend", "--no-edit", cwd=work, email="maint@example.com")
+    assert git("log", "-1", "--format=%ae", cwd=work) == bots  # the amend kept the bot's author
+    git("push", "-q", "--force", "origin", PLAN_BRANCH, cwd=work)
+    persons = git("rev-parse", "HEAD", cwd=work)
+    revised = PRD.replace("title: Docs", "title: Docs and examples")
+    assert revised != PRD
+    await h.deliver(
+        "issue_comment", commented(number=1, body=f"/plan-cascade revise\n{revised}", user="maint")
+    )
+    await h.drain()
+    assert state_of(h).revision == 2
+    assert git("rev-parse", PLAN_BRANCH, cwd=h.remote) == persons
+    assert "Documentation for limits" in git("show", f"{PLAN_BRANCH}:{PRD_FILE}", cwd=h.remote)

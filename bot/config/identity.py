@@ -27,13 +27,6 @@ class CommitIdentity:
     email: str = LEGACY_EMAIL
     co_authors: tuple[str, ...] = ()
     """`Name <address>` of each approver of the revision."""
-    also: frozenset[str] = frozenset()
-    """Other addresses (lowercase) the bot's own commits carry: the App's, an earlier default."""
-
-    def ours(self, email: str) -> bool:
-        """Whether a commit with this author address is the bot's."""
-        address = email.strip().lower()
-        return address == self.email.lower() or address in self.also
 
 
 def commit_identity(
@@ -46,5 +39,4 @@ def commit_identity(
     """The configured author if any, else the App's bot (`app_name`, `app_email`), else the defaults."""
     name = agent.author_name or app_name or DEFAULT_NAME
     email = agent.author_email or app_email or LEGACY_EMAIL
-    also = frozenset(e.lower() for e in (app_email, LEGACY_EMAIL) if e and e.lower() != email.lower())
-    return CommitIdentity(name=name, email=email, co_authors=co_authors, also=also)
+    return CommitIdentity(name=name, email=email, co_authors=co_authors)

@@ -63,11 +63,10 @@ async def open_plan_pr(session: Session, loaded: LoadedPlan) -> None:
     remote = await mirror.remote_sha(branch)
     base = f"refs/remotes/origin/{branch}" if remote else f"refs/remotes/origin/{session.default_branch}"
     identity = await session.commit_identity()
-    if remote is not None:
-        author = (await mirror.git("log", "-1", "--format=%ae", remote)).stdout.strip()
-        if not identity.ours(author):
-            log.info("the plan branch has a maintainer's edits: left as it is")
-            return
+    # Whose head it is, from what the bot pushed: an amend or a rebase keeps the bot's author.
+    if remote is not None and remote != state.plan_pr_head and not mirror.pushed(branch, remote):
+        log.info("the plan branch has a head Plan Cascade did not push (a person's edits): left as it is")
+        return
     path = session.services.settings.data_dir.resolve() / "worktrees" / "plan" / str(session.issue)
     wt = await add_worktree(mirror, branch=branch, base_ref=base, path=path, reset=True)
     try:

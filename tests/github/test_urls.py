@@ -62,8 +62,6 @@ def test_commits_are_the_apps_bot_unless_the_config_names_an_author() -> None:
         AgentConfig(), app_name="plan-cascade[bot]", app_email=app, co_authors=("m <a@b>",)
     )
     assert (found.name, found.email, found.co_authors) == ("plan-cascade[bot]", app, ("m <a@b>",))
-    assert found.ours(app.upper()) and found.ours(LEGACY_EMAIL) and not found.ours("dev@example.com")
     chosen = commit_identity(AgentConfig(author_name="Bot", author_email="bot@corp.example"), app_email=app)
     assert (chosen.name, chosen.email) == ("Bot", "bot@corp.example")
-    assert chosen.ours(app)  # what GitHub makes through its API is the App's: still the bot's
     assert commit_identity(AgentConfig()).email == LEGACY_EMAIL  # nothing learned (local mode)
