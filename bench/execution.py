@@ -76,7 +76,9 @@ class BenchGitHub:
         await asyncio.sleep(self.latency)
         return []
 
-    async def list_global_advisories(self, *, ecosystem: str, affects: object, type: str = "reviewed") -> list:  # type: ignore[type-arg]
+    async def list_global_advisories(
+        self, *, ecosystem: str, affects: object, type: str = "reviewed"
+    ) -> list:  # type: ignore[type-arg]
         self.calls["advisories"] += 1
         await asyncio.sleep(self.latency)
         return []
@@ -230,8 +232,8 @@ def machine() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     load = os.getloadavg()[0]
     return (
-        f"{os.cpu_count()} cores, {memory:.0f} GB, Linux {platform.release()}, Python {platform.python_version()}, "
-        f"load {load:.1f} at the start"
+        f"{os.cpu_count()} cores, {memory:.0f} GB, Linux {platform.release()}, "
+        f"Python {platform.python_version()}, load {load:.1f} at the start"
     )
 
 

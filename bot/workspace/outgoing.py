@@ -11,6 +11,7 @@ since what was not read cannot be said to be clean.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator, Sequence
 
@@ -89,7 +90,8 @@ async def outgoing_secrets(
         diff = await commits_diff(wt, since=since, head=head)
     except OutputTooLarge:
         return [Finding(f"more than {MAX_DIFF_BYTES // 2**20} MB of changes", 0, TOO_LARGE)]
-    return scan(added_lines(diff), known=known, ignore=ignore)
+    # The rules' regular expressions over every added line are CPU work: off the event loop.
+    return await asyncio.to_thread(lambda: scan(added_lines(diff), known=known, ignore=ignore))
 
 
 async def uncommit(wt: Worktree, *, to: str) -> None:
