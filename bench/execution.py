@@ -1,6 +1,7 @@
 """Execution engine benchmark.
 
-    .venv/bin/python bench/execution.py
+    .venv/bin/python bench/execution.py [--runs 5] [--github-ms 0] [--only overhead] [--json PATH]
+    .venv/bin/python bench/report.py --run execution          # the same, recorded in docs/benchmarks.md
 
 1. Overhead: 12 stories in 4 batches (3 per batch, each batch depending on the previous),
    instant agents (the same shell script for both, in the same sandbox) and no gates, run by
