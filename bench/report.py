@@ -87,7 +87,13 @@ def execution_rows(record: dict[str, Any]) -> list[Row]:
             "`publishing.commits: auto`); runs alternating, medians",
             f"engine {over['engine_s']:.2f} s, plain script {over['plain_s']:.2f} s: "
             f"**{over['ratio']:.2f}×** (median of {over['runs']}; each run {ratios}); GitHub answering in "
-            f"{over['github_ms']:g} ms, its calls a run: {calls}",
+            f"{over['github_ms']:g} ms, its calls a run: {calls}"
+            + (
+                f"; CPU time {over['cpu_engine_s']:.2f} s vs {over['cpu_plain_s']:.2f} s = "
+                f"{over['cpu_engine_s'] / over['cpu_plain_s']:.2f}×"
+                if "cpu_engine_s" in over
+                else ""
+            ),
             "the same work as a plain script: clone, fetch, worktree add, the agent in the same bubblewrap "
             "sandbox, commit, push, worktree remove, the batch merges, same parallelism",
             f"≤ 1.3× ({_met(over['ratio'] <= 1.3)})",

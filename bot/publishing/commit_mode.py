@@ -23,6 +23,7 @@ merges, review and CI fixes and restacks alike.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -57,6 +58,13 @@ class BranchRules:
     limit: int = 10_000
     _known: dict[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)
     _refused: dict[str, float] = field(default_factory=dict)
+    _asking: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+
+    def asking(self, repo: str, branch: str) -> asyncio.Lock:
+        """Held while GitHub is asked about `branch`: stories pushing at once ask once."""
+        if len(self._asking) >= self.limit:
+            self._asking = {key: lock for key, lock in self._asking.items() if lock.locked()}
+        return self._asking.setdefault((repo, branch), asyncio.Lock())
 
     def get(self, repo: str, branch: str) -> bool | None:
         """The answer kept for `branch` of `repo`, or None (never asked, or too old)."""
@@ -142,11 +150,15 @@ class CommitPublisher:
         known = self.rules.get(self.repo, branch)
         if known is not None:
             return known
-        try:
-            rules = await self.port.branch_rules(self.repo, branch)
-        except GitHubError as exc:
-            log.warning("could not read the rules of %s in %s: %s", branch, self.repo, exc.message)
-            return False  # a refused push still says so, and is made through the API then
-        required = "required_signatures" in rules
-        self.rules.put(self.repo, branch, required)
-        return required
+        async with self.rules.asking(self.repo, branch):
+            known = self.rules.get(self.repo, branch)  # another story's push asked meanwhile
+            if known is not None:
+                return known
+            try:
+                rules = await self.port.branch_rules(self.repo, branch)
+            except GitHubError as exc:
+                log.warning("could not read the rules of %s in %s: %s", branch, self.repo, exc.message)
+                return False  # a refused push still says so, and is made through the API then
+            required = "required_signatures" in rules
+            self.rules.put(self.repo, branch, required)
+            return required

@@ -3,6 +3,7 @@ compare-and-swap per branch, the mirror left holding GitHub's commits (`bot.publ
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -246,6 +247,10 @@ async def test_the_default_branch_rules_are_read_once_per_repository_for_every_j
     assert len(fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/main")) == 2
     rules.forget(REPO)
     assert rules.get(REPO, "main") is None
+    third = CommitPublisher(port, REPO, mode="auto", default_branch="main", rules=rules)
+    together = await asyncio.gather(*(third.through_api(f"plan-cascade/9/story-00{n}") for n in range(3)))
+    assert together == [True, True, True]  # three stories pushing at once ask once
+    assert len(fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/main")) == 3
 
 
 async def test_a_refusal_for_signatures_is_remembered_by_the_next_job(
