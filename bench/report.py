@@ -62,7 +62,10 @@ def releases_behind(recorded: str, current: str) -> int:
 
 
 def _measured(record: dict[str, Any]) -> str:
-    return f"{record['date']} · {record['machine']} · `{record['command']}`"
+    command = re.sub(r" --json \S+", "", record["command"])  # where it printed to is no part of it
+    if command.startswith("bench/"):
+        command = f".venv/bin/python {command}"
+    return f"{record['date']} · {record['machine']} · `{command}`"
 
 
 def _met(ok: bool) -> str:
