@@ -37,7 +37,7 @@ HEADER = (
     "| benchmark (how to run) | figures | baseline, same run | target "
     "| measured (date · machine · command) |\n|---|---|---|---|---|"
 )
-ORDER = ["execution", "ingest", "transcribed"]
+ORDER = ["execution", "ingest", "github_economy", "transcribed"]
 """Records in the table's order (any other record follows, by name)."""
 
 Row = tuple[str, str, str, str, str]
@@ -164,6 +164,24 @@ def ingest_rows(record: dict[str, Any]) -> list[Row]:
     ]
 
 
+def github_economy_rows(record: dict[str, Any]) -> list[Row]:
+    """`bench/github_economy.py --json`: rate-limited requests of a waiting plan and of a run."""
+    waiting, plan = record["waiting"], record["plan"]
+    return [
+        (
+            "`bench/github_economy.py` (in-process, fake GitHub answering `If-None-Match` with 304 like "
+            "GitHub): a plan awaiting approval for 24 h, polled every simulated minute (a reader's 👍 in "
+            "hour 5); a 20-story plan (4 batches of 5) from the label to the last PR",
+            f"waiting: **{waiting['requests']}** rate-limited requests ({waiting['polls']} polls queued); "
+            f"the plan: **{plan['requests']}**, of which {plan['rules_reads']} read branch rules "
+            "(`publishing.commits: auto`)",
+            "—",
+            f"≤ 10 ({_met(waiting['requests'] <= 10)}); ≤ 250 ({_met(plan['requests'] <= 250)})",
+            _measured(record),
+        )
+    ]
+
+
 def transcribed_rows(record: dict[str, Any]) -> list[Row]:
     """Rows of benches that print no JSON yet, as last recorded by hand."""
     return [
@@ -175,6 +193,7 @@ def transcribed_rows(record: dict[str, Any]) -> list[Row]:
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "execution": execution_rows,
     "ingest": ingest_rows,
+    "github_economy": github_economy_rows,
     "transcribed": transcribed_rows,
 }
 
