@@ -1,6 +1,6 @@
 """How many rate-limited GitHub requests Plan Cascade spends (issue #13's costs).
 
-    .venv/bin/python bench/github_economy.py
+    .venv/bin/python bench/github_economy.py [--json PATH]
 
 Runs the real handlers, queue and engine in-process against the fake GitHub (which answers
 `If-None-Match` with 304 the way GitHub does; 304s do not count against the rate limit) and
@@ -14,9 +14,13 @@ counts the requests that do count (installation token mints, App-level calls, ex
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
+import os
 import sys
 import tempfile
+import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -113,7 +117,8 @@ async def twenty_story_plan(tmp: Path) -> int:
         kinds = Counter(" ".join([*s.split()[:1], _shape(s.split()[1])]) for s in spent)
         for kind, n in kinds.most_common():
             print(f"  {n:4d}  {kind}")
-        return len(spent)
+        rules = sum(n for kind, n in kinds.items() if "/rules/branches/" in kind)
+        return len(spent), rules
 
 
 def _shape(path: str) -> str:
@@ -121,11 +126,16 @@ def _shape(path: str) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures there (for bench/report.py)")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         print("1. a plan awaiting approval for 24 hours (polled every simulated minute):")
         waited, polls = asyncio.run(waiting_plan(Path(tmp) / "wait"))
         print("2. a 20-story plan from the label to the last pull request:")
-        ran = asyncio.run(twenty_story_plan(Path(tmp) / "run"))
+        ran, rules = asyncio.run(twenty_story_plan(Path(tmp) / "run"))
     print()
     print(f"{'measure':58} {'value':>8} {'target':>8}  met")
     rows = [
@@ -134,6 +144,16 @@ def main() -> None:
     ]
     for name, value, target in rows:
         print(f"{name:58} {value:>8} {target:>8}  {'yes' if value <= target else 'NO'}")
+    if args.json:
+        figures = {
+            "bench": "github_economy",
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{os.cpu_count()} cores (requests counted, not timed)",
+            "command": " ".join(["bench/github_economy.py", *sys.argv[1:]]),
+            "waiting": {"requests": waited, "polls": polls},
+            "plan": {"requests": ran, "rules_reads": rules},
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -12,15 +12,6 @@ from tests.docs_support import ROOT, anchors, links, name, pages, slug
 README_LINES = 150
 """The README is a front door: what Plan Cascade is, the quick start, the docs' map."""
 
-IN_FLIGHT = {
-    "docs/github-app.md",
-    "docs/deployment.md",
-    "docs/schedules.md",
-    "docs/epics.md",
-    "docs/benchmarks.md",
-}
-"""Pages written on other branches at the same time as the docs set: a link to one of them is
-checked once it exists. Empty this set once they are merged."""
 
 
 def _broken(page: Path, root: Path = ROOT) -> list[str]:
@@ -38,8 +29,6 @@ def _broken(page: Path, root: Path = ROOT) -> list[str]:
             problems.append(f"{where}: `{href}` points outside the repository")
             continue
         if not target.exists():
-            if shown in IN_FLIGHT:
-                continue
             problems.append(f"{where}: `{href}`: there is no {shown}; fix the path or write the page")
             continue
         if fragment and target.suffix == ".md" and unquote(fragment) not in anchors(target):

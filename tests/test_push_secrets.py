@@ -5,15 +5,19 @@ a commit pushed and then overwritten would still be there."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bot.network.secretscan import SERVER_RULE
 from bot.orchestration.engine import execute
+from bot.orchestration.secretgate import hold_back
 from bot.plan.state import StoryStatus
 from bot.redaction import MASK, register_secret
 from bot.sandbox.confinement import Sandbox
+from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 
 ONE_STORY = """
@@ -201,3 +205,54 @@ async def test_a_review_fix_that_adds_a_token_is_not_pushed(tmp_path: Path) -> N
         reply = h.comments(pull.number)[-1]
         assert "did not push" in reply and "notify.env:1 (Slack Token)" in reply
         assert SLACK_TOKEN not in reply
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """The loop's default executor, counting the calls handed to it (what `asyncio.to_thread` runs)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.handed = 0
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.handed += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+async def _commit(wt: Worktree, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (wt.path / name).write_text(text)
+    sha = await commit_all(wt, message="work", author_name="Dev", author_email="dev@example.com", trailers={})
+    assert sha is not None
+    return sha
+
+
+async def test_a_push_is_scanned_once_in_a_thread_and_what_comes_later_still_is(tmp_path: Path) -> None:
+    """`hold_back` scans a head once (off the event loop); the same head again scans nothing, a
+    commit on top of it is scanned, and a secret the server learns afterwards is looked for
+    in a head scanned before it."""
+    remote = make_remote(tmp_path)
+    run = make_run(
+        tmp_path, remote, approved_state(ONE_STORY), config_for(agent_script(tmp_path, "a.sh", ""))
+    )
+    await run.mirror.fetch()
+    base = await run.commit_of("refs/remotes/origin/main")
+    wt = await add_worktree(
+        run.mirror, branch="plan-cascade/7/story-001", base_ref=base, path=tmp_path / "wt"
+    )
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    later = "correct-horse-battery-" + secrets.token_hex(6)
+    clean = await _commit(wt, {"a.py": "x = 1\n", "notes.txt": f"{later}\n"})
+    handed = executor.handed
+    assert await hold_back(run, "STORY-001", wt, since=base, head=clean) == []
+    assert executor.handed == handed + 1  # the scan ran in a thread
+    assert await hold_back(run, "STORY-001", wt, since=base, head=clean) == []
+    assert executor.handed == handed + 1  # the same push again: not scanned again
+    leaky = await _commit(wt, {"b.py": f'AWS_ACCESS_KEY_ID = "{AWS_KEY}"\n'})
+    found = await hold_back(run, "STORY-001", wt, since=clean, head=leaky)
+    assert [(f.path, f.rule) for f in found] == [("b.py", "AWS Access Key")]
+    assert await head_sha(wt) == clean  # undone: the branch is back where the clean scan ended
+    register_secret(later)  # the server learns a secret: what was scanned without it is scanned again
+    found = await hold_back(run, "STORY-001", wt, since=base, head=clean)
+    assert [f.path for f in found] == ["notes.txt"]

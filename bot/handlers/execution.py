@@ -164,6 +164,7 @@ async def build_run(session: Session, state: PlanState, comment_id: int, comment
         sandbox=services.sandbox_policy(),
         still_wanted=still_wanted(session, state.plan_hash),
         advisories=AdvisoryLookup(session.port, services.extras.setdefault("advisories", AdvisoryCache())),
+        scanned=services.extras.setdefault("scanned", set()),  # the process's: a push is scanned once
     )
 
 

@@ -21,7 +21,7 @@ from bot.environment.setup import READ_FILES, files_to_read
 from bot.errors import GitHubError, NotInstalled, RepoConfigError
 from bot.github.models import Comment, Issue
 from bot.github.port import GitHubPort
-from bot.publishing.commit_mode import CommitPublisher
+from bot.publishing.commit_mode import BranchRules, CommitPublisher
 from bot.rendering import messages
 from bot.store.permissions import WRITE_ROLES, PermissionCache, Verdict, may_act, may_start
 from bot.store.plans import LoadedPlan, PlanStore, require_identity
@@ -109,7 +109,10 @@ class Session:
         its pushes go as `publishing.commits` says (GitHub may make the commits, signed)."""
         assert self.clone_url, "a repository without a clone URL has no mirror"
         mode = self.config.publishing.commits if self.config is not None else "auto"
-        pusher = CommitPublisher(self.port, self.repo, mode=mode, default_branch=self.default_branch)
+        rules = self.services.extras.setdefault("branch_rules", BranchRules())  # the process's
+        pusher = CommitPublisher(
+            self.port, self.repo, mode=mode, default_branch=self.default_branch, rules=rules
+        )
         return Mirror(
             root=self.services.settings.data_dir.resolve(),
             clone_url=self.clone_url,

@@ -131,7 +131,7 @@ async def check_dependencies(
     lookup = run.advisories
     if lookup is None or not run.config.dependencies.check:
         return []
-    base = await run.mirror.resolve(base_ref)
+    base = await run.commit_of(base_ref)
     found, unread = await changed_dependencies(run, base=base, head=head)
     record = run.state.stories[story_id]
     if not found and not unread:

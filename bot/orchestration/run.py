@@ -23,7 +23,7 @@ from bot.plan.baseline import BaseCheck
 from bot.plan.blocked import BlockedRequest, merge_blocked
 from bot.plan.state import PlanState, PlanStatus, totals, update_story
 from bot.sandbox.confinement import Sandbox
-from bot.workspace.mirror import Mirror
+from bot.workspace.mirror import Mirror, read_ref
 
 if TYPE_CHECKING:
     from bot.orchestration.ports import Publisher, Reporter
@@ -96,11 +96,24 @@ class Run:
     base_pending: asyncio.Task[BaseCheck] | None = None
     """The base check's gates while they run beside the first batch (its setup passed already):
     its whole result, saved in the state when it is done; stories wait for it to judge their gates."""
+    scanned: set[tuple[str, str, int]] = field(default_factory=set)
+    """(mirror, commit, what was looked for) of the heads scanned clean, with every commit before
+    them that the remote lacked (`orchestration.secretgate`): pushing them again scans nothing.
+    The server shares one set between its runs; a run made without one keeps its own."""
     identity: CommitIdentity | None = None
     """Who the run's commits are by (the App's bot, learned from GitHub) and whom story commits
     credit; None: the repository config's author, else the defaults."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _unsaved: list[Callable[[PlanState], PlanState]] = field(default_factory=list)
+
+    async def commit_of(self, ref: str) -> str:
+        """The sha `ref` names in the mirror: read from git's files when it can be (a branch or a
+        remote-tracking branch, which name commits), else asked of git."""
+        if ref.startswith(("refs/heads/", "refs/remotes/")):
+            found = read_ref(self.mirror.path, ref)
+            if found:
+                return found
+        return await self.mirror.resolve(ref)
 
     @property
     def author(self) -> CommitIdentity:

@@ -164,7 +164,8 @@ async def _attempts(
     """
     max_attempts = 1 + run.config.gates.max_retries
     attempt = start
-    scanned = await run.mirror.resolve(base_ref)  # what is scanned already: pushed, or the base
+    base_sha = await run.commit_of(base_ref)
+    scanned = base_sha  # what is scanned already: pushed, or the base
     while attempt < max_attempts or committed is not None:
         resumed = committed is not None
         if committed is not None:
@@ -204,7 +205,7 @@ async def _attempts(
             )
             head = sha or await head_sha(wt)
             # Nothing committed now: did any attempt change anything since the base? (asked only then)
-            if sha is None and head == await run.mirror.resolve(base_ref):
+            if sha is None and head == base_sha:
                 reason = result.reason if result.status != "finished" else None
                 await run.story(
                     story.id,

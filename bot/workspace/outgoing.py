@@ -12,6 +12,7 @@ to is scanned as well, with the same rules: a name is pushed too.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator, Sequence
 
@@ -104,8 +105,9 @@ async def outgoing_secrets(
         paths = await added_paths(wt, since=since, head=head)
     except OutputTooLarge:
         return [Finding(f"more than {MAX_DIFF_BYTES // 2**20} MB of changes", 0, TOO_LARGE)]
-    names = (AddedLine(path, NAME_LINE, path) for path in paths)
-    return scan([*added_lines(diff), *names], known=known, ignore=ignore)
+    names = [AddedLine(path, NAME_LINE, path) for path in paths]
+    # The rules' regular expressions over every added line (and every path) are CPU work: off the loop.
+    return await asyncio.to_thread(lambda: scan([*added_lines(diff), *names], known=known, ignore=ignore))
 
 
 async def uncommit(wt: Worktree, *, to: str) -> None:

@@ -3,6 +3,7 @@ compare-and-swap per branch, the mirror left holding GitHub's commits (`bot.publ
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from bot.errors import WorkspaceError
 from bot.github import GitHubKitPort, token_port
-from bot.publishing.commit_mode import CommitPublisher
+from bot.publishing.commit_mode import RULES_TTL, BranchRules, CommitPublisher
 from bot.testing.fake_github import FakeGitHub
 from bot.workspace import PushRejected
 from bot.workspace.mirror import Mirror
@@ -204,6 +205,8 @@ async def test_a_crash_after_github_moved_the_branch_adopts_its_commit(
 async def test_auto_uses_the_api_only_where_rules_require_signatures(
     mirror: Mirror, fake: FakeGitHub, port: GitHubKitPort, tmp_path: Path, remote: Path
 ) -> None:
+    """The default branch's rules are read; a ruleset on the branch pushed is learnt from GitHub's
+    refusal of the `git push` (nothing lands), and the push is made through the API."""
     mirror.pusher = CommitPublisher(port, REPO, mode="auto", default_branch="main")
     base = git("rev-parse", "refs/remotes/origin/main", cwd=mirror.path)
     git(
@@ -215,15 +218,60 @@ async def test_auto_uses_the_api_only_where_rules_require_signatures(
     assert await mirror.push("plain", expected_remote_sha=None) == git("rev-parse", "plain", cwd=mirror.path)
     assert fake.made_commits == []  # git push
     fake.add_ruleset(REPO, ["required_signatures"], include=["refs/heads/plan-cascade/**"])
+    local = _commit(mirror, base, {"b.txt": b"1\n"}, "two", tmp_path)
+    git("update-ref", f"refs/heads/{BRANCH}", local, cwd=mirror.path)
+    head = await mirror.push(BRANCH, expected_remote_sha=None)
+    assert fake.made_commits == [head] and fake.verified(REPO, head) and head != local
+    assert git("rev-parse", BRANCH, cwd=remote) == head
+    assert len(fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/main")) == 1  # once, kept
+    assert not fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/{BRANCH}")
+
+
+async def test_the_default_branch_rules_are_read_once_per_repository_for_every_job(
+    fake: FakeGitHub, port: GitHubKitPort
+) -> None:
+    """The answer is the process's (`BranchRules`): the next job's publisher asks nothing, until
+    the answer is older than its time-to-live; then a ruleset added meanwhile counts."""
+    now = [0.0]
+    rules = BranchRules(clock=lambda: now[0])
+    first = CommitPublisher(port, REPO, mode="auto", default_branch="main", rules=rules)
+    assert not await first.through_api(BRANCH)
+    assert not await first.through_api("plan-cascade/7/batch-1")
+    fake.add_ruleset(REPO, ["required_signatures"])  # on the default branch
+    now[0] += RULES_TTL - 1
+    second = CommitPublisher(port, REPO, mode="auto", default_branch="main", rules=rules)  # the next job
+    assert not await second.through_api(BRANCH)  # believed for RULES_TTL
+    assert len(fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/main")) == 1
+    now[0] += 2
+    assert await second.through_api(BRANCH)  # asked again: signed commits are required now
+    assert len(fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/main")) == 2
+    rules.forget(REPO)
+    assert rules.get(REPO, "main") is None
+    third = CommitPublisher(port, REPO, mode="auto", default_branch="main", rules=rules)
+    together = await asyncio.gather(*(third.through_api(f"plan-cascade/9/story-00{n}") for n in range(3)))
+    assert together == [True, True, True]  # three stories pushing at once ask once
+    assert len(fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/main")) == 3
+
+
+async def test_a_refusal_for_signatures_is_remembered_by_the_next_job(
+    mirror: Mirror, fake: FakeGitHub, port: GitHubKitPort, tmp_path: Path
+) -> None:
+    now = [0.0]
+    rules = BranchRules(clock=lambda: now[0])
+    mirror.pusher = CommitPublisher(port, REPO, mode="auto", default_branch="main", rules=rules)
+    fake.add_ruleset(REPO, ["required_signatures"], include=["refs/heads/plan-cascade/**"], classic=True)
+    base = git("rev-parse", "refs/remotes/origin/main", cwd=mirror.path)
     git(
         "update-ref",
         f"refs/heads/{BRANCH}",
         _commit(mirror, base, {"b.txt": b"1\n"}, "two", tmp_path),
         cwd=mirror.path,
     )
-    head = await mirror.push(BRANCH, expected_remote_sha=None)
-    assert fake.made_commits == [head] and fake.verified(REPO, head)
-    assert fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/{BRANCH}")
+    await mirror.push(BRANCH, expected_remote_sha=None)
+    later = CommitPublisher(port, REPO, mode="auto", default_branch="main", rules=rules)
+    assert await later.through_api("plan-cascade/8/story-001")
+    now[0] += RULES_TTL + 1
+    assert not await later.through_api("plan-cascade/8/story-001")  # a push will say it again
 
 
 async def test_auto_turns_to_the_api_when_git_push_is_refused_for_signatures(
@@ -241,6 +289,6 @@ async def test_auto_turns_to_the_api_when_git_push_is_refused_for_signatures(
     )
     head = await mirror.push(BRANCH, expected_remote_sha=None)
     assert fake.made_commits == [head] and git("rev-parse", BRANCH, cwd=remote) == head
-    assert fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/{BRANCH}")  # it listed nothing
+    assert fake.requests_to("GET", rf"/repos/{REPO}/rules/branches/main")  # it listed nothing
     # and every later push of the job goes through the API
     assert await mirror.pusher.through_api("plan-cascade/7/batch-1")  # type: ignore[union-attr]
