@@ -13,7 +13,6 @@ README_LINES = 150
 """The README is a front door: what Plan Cascade is, the quick start, the docs' map."""
 
 
-
 def _broken(page: Path, root: Path = ROOT) -> list[str]:
     problems = []
     for link in links(page):

@@ -39,6 +39,7 @@ from bot.runtime.selftest import SelfTest
 from bot.runtime.settings import Settings
 from bot.status.access import COOKIE, SECURITY_HEADERS, Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
+from bot.status.format import ago, inline_code, size, span
 from bot.status.lines import PlanLines
 from bot.status.operations import Limits
 from bot.status.page import PLAN_LIMIT, overview
@@ -54,39 +55,6 @@ REFRESH_SECONDS = 3
 STATIC = {"status.js": "text/javascript; charset=utf-8", "status.css": "text/css; charset=utf-8"}
 
 
-def ago(moment: datetime | None, now: datetime) -> str:
-    """`12 s ago`, `5 min ago`, `3 h ago`, `2 d ago`; `—` when unknown."""
-    if moment is None:
-        return "—"
-    return span((now - moment).total_seconds()) + " ago"
-
-
-def span(seconds: float | None) -> str:
-    """A duration for people: `12 s`, `5 min`, `3 h 04 min`, `2 d 3 h`."""
-    if seconds is None:
-        return "—"
-    whole = max(0, int(seconds))
-    if whole < 60:
-        return f"{whole} s"
-    if whole < 3600:
-        return f"{whole // 60} min"
-    if whole < 86400:
-        return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
-    return f"{whole // 86400} d {whole % 86400 // 3600} h"
-
-
-def size(nbytes: int | None) -> str:
-    """A size for people: `812 B`, `4.2 MB`, `1.3 GB` (powers of 1,000, as `ls -h --si`)."""
-    if nbytes is None:
-        return "—"
-    value = float(nbytes)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
-
-
 @functools.cache
 def html_env() -> jinja2.Environment:
     """Jinja2 for HTML: autoescape on, so every text from issues, plans and models is text."""
@@ -97,7 +65,7 @@ def html_env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(money=money, tokens=tokens, span=span, size=size)
+    env.filters.update(money=money, tokens=tokens, span=span, size=size, code=inline_code)
     env.globals.update(ago=ago, plural=plural, refresh_seconds=REFRESH_SECONDS)
     return env
 

@@ -10,7 +10,7 @@ from bot.db.models import Delivery, Job
 from bot.plan.state import Approval, PlanStatus, StoryStatus, update_story, with_batch
 from bot.status.access import Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
-from bot.status.http import size
+from bot.status.format import size
 from bot.status.operations import Limits, answers_by_outcome, installations, intake, spend, work
 from bot.status.plans import (
     DEFAULT_BUDGET_USD,
@@ -330,3 +330,12 @@ def test_sizes_read_like_ls_si() -> None:
         "1.3 GB",
         "2500 GB",
     ]
+
+
+def test_inline_code_marks_backticks_and_escapes_the_rest() -> None:
+    from bot.status.format import inline_code
+
+    assert str(inline_code("re-run `execution.backend: actions` <now>")) == (
+        "re-run <code>execution.backend: actions</code> &lt;now&gt;"
+    )
+    assert str(inline_code("`<b>`")) == "<code>&lt;b&gt;</code>"
