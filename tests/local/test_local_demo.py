@@ -16,14 +16,15 @@ def test_the_demo_completes_and_says_where_its_branches_are(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert cli("demo", "--dir", ".") == 0  # a relative --dir: the example agent is still found
+    # A relative --dir that does not exist yet: made, and the example agent is still found.
+    assert cli("demo", "--dir", "demos/first") == 0
 
     out = capsys.readouterr().out
     assert "example agent: writes canned changes; not an AI" in out
     match = re.search(r"^demo repository: (\S+)$", out, re.MULTILINE)
     assert match, out
     repo = Path(match.group(1))
-    assert repo.parent.parent == tmp_path
+    assert repo.parent.parent == tmp_path / "demos" / "first"
     found = branches(repo)
     assert [b.rsplit("/", 1)[1] for b in found] == ["batch-1", "batch-2", "batch-3"]
     # The demo repository has no remote: no push is offered, and what is offered works when copied.
