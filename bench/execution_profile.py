@@ -53,6 +53,10 @@ STEPS = [
     ("bot.sandbox.limits", "apply", "agent: limits set"),
     ("bot.sandbox.process", "_finish", "agent: group killed, output drained"),
     ("bot.agent.transcript", "Transcript.save", "agent: transcript saved"),
+    ("bot.workspace.gitview", "GitView._copy", "agent: its git view copied"),
+    ("bot.workspace.gitview", "remove_scratch", "agent: its git view's old copy removed"),
+    ("bot.workspace.gitview", "_copy_refs", "agent: its git view's refs copied"),
+    ("bot.agent.external", "open_task_mcp", "agent: MCP servers (none here), opening"),
 ]
 CONTEXTS = {"_egress"}
 """Steps that are async context managers: their entering and leaving are timed."""
