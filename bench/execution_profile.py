@@ -47,7 +47,7 @@ STEPS = [
     ("bot.agent.external", "confinement_for", "agent: confinement (its git view copied)"),
     ("bot.agent.external", "_egress", "agent: egress proxy (start and stop)"),
     ("bot.agent.external", "run_process", "agent: its process (start to end)"),
-    ("bot.sandbox.confinement", "Confinement.argv", "agent: bubblewrap's arguments"),
+    ("bot.sandbox.confinement", "Confinement.argv", "bubblewrap's arguments (the plain script's too)"),
     ("bot.sandbox.process", "open_pipe", "agent: output pipe"),
     ("bot.sandbox.limits", "LimitGate.release", "agent: limit gate (bwrap's start included)"),
     ("bot.sandbox.limits", "apply", "agent: limits set"),
@@ -56,7 +56,6 @@ STEPS = [
     ("bot.workspace.gitview", "GitView._copy", "agent: its git view copied"),
     ("bot.workspace.gitview", "remove_scratch", "agent: its git view's old copy removed"),
     ("bot.workspace.gitview", "_copy_refs", "agent: its git view's refs copied"),
-    ("bot.agent.external", "open_task_mcp", "agent: MCP servers (none here), opening"),
 ]
 CONTEXTS = {"_egress"}
 """Steps that are async context managers: their entering and leaving are timed."""
