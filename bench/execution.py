@@ -13,8 +13,9 @@
    changes), `publishing.commits: auto` reading branch rules from an in-process GitHub that
    answers after `--github-ms` (default 0); the calls each made are printed. The engine's agent
    is confined as the server confines it (bubblewrap, resource limits set before it runs, its
-   own egress proxy and forwarder); the plain script's runs in bubblewrap alone, ~50 ms a story
-   less (see docs/benchmarks.md, "Where the engine's time goes"). CPU time is printed too.
+   own egress proxy and forwarder); the plain script's runs in bubblewrap alone, 14–21 ms a
+   story less one at a time, more three at once (`bench/agent_start.py`; docs/benchmarks.md,
+   "Where the engine's time goes"). CPU time is printed too.
 2. Parallel efficiency: 6 independent stories with 2-second gates, max_parallel 1 vs 3.
    Efficiency = T(1) / (3 × T(3)), median of 3. Target ≥ 90 %. Measured without the batch's
    integration gate, which runs once on the merged batch whatever max_parallel is (printed

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import functools
 import importlib
 import statistics
@@ -43,7 +44,21 @@ STEPS = [
     ("bot.orchestration.depcheck", "changed_dependencies", "dependency check: manifests"),
     ("bot.orchestration.story", "_gates", "gates (none here)"),
     ("bot.orchestration.engine", "merge_batch", "batch merge"),
+    ("bot.agent.external", "confinement_for", "agent: confinement (its git view copied)"),
+    ("bot.agent.external", "_egress", "agent: egress proxy (start and stop)"),
+    ("bot.agent.external", "run_process", "agent: its process (start to end)"),
+    ("bot.sandbox.confinement", "Confinement.argv", "bubblewrap's arguments (the plain script's too)"),
+    ("bot.sandbox.process", "open_pipe", "agent: output pipe"),
+    ("bot.sandbox.limits", "LimitGate.release", "agent: limit gate (bwrap's start included)"),
+    ("bot.sandbox.limits", "apply", "agent: limits set"),
+    ("bot.sandbox.process", "_finish", "agent: group killed, output drained"),
+    ("bot.agent.transcript", "Transcript.save", "agent: transcript saved"),
+    ("bot.workspace.gitview", "GitView._copy", "agent: its git view copied"),
+    ("bot.workspace.gitview", "remove_scratch", "agent: its git view's old copy removed"),
+    ("bot.workspace.gitview", "_copy_refs", "agent: its git view's refs copied"),
 ]
+CONTEXTS = {"_egress"}
+"""Steps that are async context managers: their entering and leaving are timed."""
 
 
 def _timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -75,6 +90,25 @@ def _timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def _timed_context(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An async context manager's entering and leaving, timed (not what runs inside)."""
+
+    @contextlib.asynccontextmanager
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        span = SPANS[label]
+        start = time.perf_counter()
+        async with fn(*args, **kwargs) as value:
+            span[1] += time.perf_counter() - start
+            try:
+                yield value
+            finally:
+                start = time.perf_counter()
+        span[0] += 1
+        span[1] += time.perf_counter() - start
+
+    return wrapped
+
+
 def instrument() -> None:
     """Wrap the steps, and `run_git` wherever it was imported, in timing spans."""
     git = importlib.import_module("bot.workspace.git")
@@ -97,9 +131,26 @@ def instrument() -> None:
         ):
             module.run_git = run_git  # type: ignore[attr-defined]
     for name, attr, label in STEPS:
-        module = importlib.import_module(name)
-        if hasattr(module, attr):
-            setattr(module, attr, _timed(label, getattr(module, attr)))
+        owner: Any = importlib.import_module(name)
+        *path, attr = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part, None)
+        if owner is not None and hasattr(owner, attr):
+            found = getattr(owner, attr)
+            wrap = _timed_context if attr in CONTEXTS else _timed
+            setattr(owner, attr, wrap(label, found))
+    spawn = asyncio.create_subprocess_exec
+
+    async def timed_spawn(program: str, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await spawn(program, *args, **kwargs)
+        finally:
+            span = SPANS[f"process start: {Path(program).name}"]
+            span[0] += 1
+            span[1] += time.perf_counter() - start
+
+    asyncio.create_subprocess_exec = timed_spawn  # type: ignore[assignment]
 
 
 async def main() -> None:

@@ -41,18 +41,19 @@ def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
 
 
 FORWARDER = """\
-import os, socket, sys, threading
+import _socket, posix, sys
 path, port = sys.argv[1], int(sys.argv[2])
-server = socket.socket()
-server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+server.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
 server.bind(("127.0.0.1", port))
 server.listen(64)
-if os.fork():
-    os._exit(0)
-os.setsid()
-null = os.open(os.devnull, os.O_RDWR)
+if posix.fork():
+    posix._exit(0)
+posix.setsid()
+null = posix.open("/dev/null", posix.O_RDWR)
 for fd in (0, 1, 2):
-    os.dup2(null, fd)
+    posix.dup2(null, fd)
+import socket, threading  # after the fork: the command does not wait for these
 
 
 def pipe(src, dst):
@@ -85,12 +86,19 @@ def serve(client):
     upstream.close()
 
 
+listener = socket.socket(fileno=server.detach())
 while True:
-    client, _ = server.accept()
+    client, _ = listener.accept()
     threading.Thread(target=serve, args=(client,), daemon=True).start()
 """
 """Runs inside setup's sandbox (python3 from its PATH): listens on the sandbox's 127.0.0.1, relays
-each connection to the proxy's socket; it returns once listening and serves in the background."""
+each connection to the proxy's socket; it returns once listening and serves in the background.
+What the command waits for is kept small: Python's start without `site` (`-I -S`: nor the
+sandbox's `PYTHON*` variables, nor its site-packages), the C modules alone until it listens
+(`socket`'s and `threading`'s imports, ~6 ms, come after the fork)."""
+FORWARDER_PYTHON = "python3 -I -S"
+"""How the forwarder's Python starts (`-I`: no `PYTHON*` variable, no user site or script
+directory on its path; `-S`: no site-packages, whose `.pth` files run code at start)."""
 
 
 def forwarder_command(folder: Path, port: int = PROXY_PORT, *, who: str = "setup") -> str:
@@ -98,7 +106,7 @@ def forwarder_command(folder: Path, port: int = PROXY_PORT, *, who: str = "setup
     script = folder / "forward.py"
     script.write_text(FORWARDER)
     return (
-        f"python3 {script} {folder / 'proxy.sock'} {port} || "
+        f"{FORWARDER_PYTHON} {script} {folder / 'proxy.sock'} {port} || "
         f"{{ echo 'Plan Cascade: cannot start the {who} egress forwarder (python3 on PATH?)' >&2; "
         "exit 97; }\n"
     )

@@ -194,10 +194,15 @@ class Confinement:
 
     def _tool_dirs(self, env: Mapping[str, str]) -> list[Path]:
         dirs: list[Path] = []
+        seen: set[Path] = set()
         for entry in [*env.get("PATH", "").split(":"), *map(str, self.tools)]:
             if not entry or not Path(entry).is_absolute():
                 continue
-            candidates = [Path(entry).resolve(), *_runtime_of(Path(entry))]
+            real = Path(entry).resolve()
+            if real in seen:  # `/bin` after `/usr/bin` (a merged /usr), a directory listed twice:
+                continue  # what it needs depends on the real directory alone, already found
+            seen.add(real)
+            candidates = [real, *_runtime_of(Path(entry))]
             for path in candidates:
                 if path.is_dir() and not _under_system(path):
                     self._add_tool_dir(dirs, path)

@@ -162,3 +162,32 @@ async def test_without_agent_network_there_is_no_proxy_and_no_way_out(
     assert "DIRECT-REFUSED" in result.summary and "LOOPBACK-REFUSED" in result.summary
     assert "NO-PROXY" in result.summary, "no proxy variables: nothing to go out through"
     assert model.seen == [] and service.seen == [] and result.blocked == []
+
+
+@bwrap_marker()
+async def test_the_forwarder_starts_whatever_python_variables_the_agent_is_given(
+    make_task: MakeTask, tmp_path: Path
+) -> None:
+    """The forwarder runs before the agent's command, with the agent's environment: a `PYTHONPATH`
+    there (setup's, the operator's) whose modules shadow the standard library's, or a site whose
+    start-up code fails, must not keep it from starting (it starts isolated, `-I -S`), and the
+    agent still reaches its model through it."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    for name in ("socket", "threading", "sitecustomize", "usercustomize"):
+        (shadow / f"{name}.py").write_text("raise SystemExit('a shadowing module ran')\n")
+    with servers() as (model, service):
+        code = tmp_path / "agent.py"
+        code.write_text(AGENT.format(model=model.port, service=service.port))
+        script = tmp_path / "agent.sh"
+        script.write_text(f"#!/bin/sh\nexec python3 -I {code}\n")  # the agent itself ignores the shadow
+        script.chmod(0o755)
+        sandbox = Sandbox(
+            agent_egress=(f"127.0.0.1:{model.port}",),
+            agent_env={"PYTHONPATH": str(shadow), "PYTHONSTARTUP": str(shadow / "socket.py")},
+        )
+        task = make_task(sandbox=sandbox, shared=[shadow])
+        result = await CommandAgent("cli", str(script), binary=None).run(task)
+    assert result.status == "finished", result.reason
+    assert 'MODEL {"prompt": "plain"}' in result.summary, result.summary
+    assert 'TUNNEL {"prompt": "tunnel"}' in result.summary, result.summary

@@ -237,6 +237,33 @@ async def test_a_sandboxed_commands_tool_dirs_are_looked_up_off_the_event_loop(
     assert threads and threading.get_ident() not in threads
 
 
+def test_a_tool_directory_reached_by_two_path_entries_is_read_once_and_shown_with_its_runtime(
+    tmp_path: Path,
+) -> None:
+    """A virtualenv's `bin` on PATH shows with what its programs need (the virtualenv, its base
+    Python's installation), also when PATH names it twice, once through a symlink (as `/bin` and
+    `/usr/bin` on a merged /usr): the directory is read once, whatever entry comes first."""
+    from bot.sandbox.confinement import Confinement
+
+    base = tmp_path / "base"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3.11").write_text("")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\n")
+    (venv / "bin" / "python").symlink_to(base / "bin" / "python3.11")
+    (tmp_path / "link").symlink_to(venv / "bin")
+    box = Confinement(confined=True, worktree=tmp_path / "wt", home=tmp_path / "home")
+    path = f"{tmp_path / 'link'}:{venv / 'bin'}:/usr/bin:/bin"
+    with audit_threads(
+        "os.scandir", lambda args: str(args[0]) in {str(venv / "bin"), str(tmp_path / "link")}
+    ) as reads:
+        argv = box.argv(["python", "-V"], cwd=tmp_path / "wt", env={"PATH": path})
+    shown = {argv[i + 1] for i, word in enumerate(argv) if word == "--ro-bind"}
+    assert {str(venv), str(base)} <= shown, argv
+    assert len(reads) == 1, "the virtualenv's bin was read once"
+
+
 @needs_bwrap
 async def test_sandbox_timeout_kills_everything_inside(tmp_path: Path, env: dict[str, str]) -> None:
     duration = unique_sleep()
