@@ -219,4 +219,6 @@ def _demo(args: argparse.Namespace) -> int:
     from bot.local.runner import LocalContext
 
     parent = args.dir.absolute() if args.dir is not None else None  # `--dir .` too
+    if parent is not None:  # `--dir` names where the demo goes: made when it is not there yet
+        parent.mkdir(parents=True, exist_ok=True)
     return asyncio.run(run_demo(LocalContext(console=_console()), parent=parent))

@@ -119,8 +119,6 @@ async def run_demo(ctx: LocalContext, *, parent: Path | None = None) -> int:
     """Create the sample repository and PRD, run the plan, say where everything is.
 
     `parent` must be absolute: the example agent is run by its path from inside a worktree."""
-    if parent is not None:  # `--dir` names where the demo goes: made when it is not there yet
-        parent.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="plan-cascade-demo-", dir=parent))
     root = base / "textkit"
     root.mkdir()
