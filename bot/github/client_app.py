@@ -1,5 +1,6 @@
 """The port's calls made as the App itself (JWT): its webhook's deliveries and its installations (a
-part of `GitHubKitPort`); and the one call made as nobody, turning a manifest's code into an App.
+part of `GitHubKitPort`), and the one made as an installation about itself (its repositories); and
+the one call made as nobody, turning a manifest's code into an App.
 
 A port over an installation or a token cannot make them: GitHub answers 401.
 """
@@ -67,6 +68,22 @@ class AppCalls:
                 headers=self._headers, per_page=min(limit, 100)
             )
         return [AppInstallation.from_api(item) for item in json_list(resp)[:limit]]
+
+    async def list_installation_repositories(
+        self, *, page: int = 1, per_page: int = 100
+    ) -> tuple[list[str], bool]:
+        """One page of the repositories this port's installation reaches (`GET /installation/repositories`,
+        made with the installation's token, not the App's JWT), by full name, and whether more follow."""
+        with github_errors("list the installation's repositories"):
+            resp = await self._github.rest.apps.async_list_repos_accessible_to_installation(
+                headers=self._headers, page=page, per_page=per_page
+            )
+        data = json_object(resp)
+        found = [r.get("full_name") for r in data.get("repositories") or [] if isinstance(r, dict)]
+        names = [name for name in found if isinstance(name, str)]
+        total = data.get("total_count")
+        more = isinstance(total, int) and page * per_page < total and bool(names)
+        return names, more
 
     async def get_app_owner(self) -> tuple[str, str]:
         """Who owns the App: (login, `User` or `Organization`)."""

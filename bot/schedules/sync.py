@@ -3,8 +3,9 @@
 A repository's schedules are read again when a push to its default branch touches
 `.github/plan-cascade.yml`, when the App is installed on it, every `RESYNC_EVERY` for the
 repositories that have schedules, and at start and hourly for every repository the server
-has planned in (an upgrade finds the schedules already in their files; a sync GitHub failed is
-made up for). A repository the App leaves loses
+has planned in and, a bounded number a pass, every other one its installations list
+(`bot.schedules.discover`): an upgrade finds the schedules already in their files; a sync GitHub
+failed is made up for. A repository the App leaves loses
 its rows. The Action keeps no table: it reads the config each time it runs.
 """
 
@@ -25,6 +26,7 @@ from bot.handlers.session import open_session
 from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
+from bot.schedules.discover import unknown_repositories
 
 router = Router()
 kinds = JobKinds()
@@ -134,11 +136,14 @@ async def run_sync(job: ClaimedJob, services: Services) -> None:
 
 async def queue_syncs(services: Services, *, everywhere: bool) -> None:
     """Queue a re-read of every repository with schedules (`everywhere`: and every repository the
-    server has a plan of: at start, then every `RESYNC_PLANNED_EVERY`)."""
+    server has a plan of, and some the App is installed on that it knows nothing of
+    (`bot.schedules.discover`): at start, then every `RESYNC_PLANNED_EVERY`)."""
     assert services.db is not None and services.queue is not None
     repos = dict(await table.repositories(services.db))
     if everywhere:
         repos = dict(await table.planned_repositories(services.db)) | repos
+        known = {name.lower() for name in repos}
+        repos |= await unknown_repositories(services, known)
     for repo, installation_id in repos.items():
         payload = {"repo": repo, "installation_id": installation_id}
         await services.queue.enqueue(

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bot.testing.fake_github_hooks import FakeDelivery
+from bot.testing.fake_github_installations import installation_json
 from bot.testing.fake_github_model import HttpError
 
 if TYPE_CHECKING:
@@ -238,6 +239,11 @@ class FakeApps:
 
     def _list(self, request: Request, data: Any) -> Response:
         items = [self.installation_json(i) for i in self.installations.values()]
+        items += [  # those a test declared with their repositories (`FakeGitHub.install`)
+            installation_json(self.fake, i)
+            for i in self.fake.installations.installs.values()
+            if i.id not in self.installations
+        ]
         return self.fake._page(request, items)
 
     def _get(self, request: Request, data: Any) -> Response:

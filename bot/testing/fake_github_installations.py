@@ -6,6 +6,9 @@ none keeps serving every repository to every token, as before:
   repository, with its granted permissions; 404 where the App is not installed.
 - `POST /app/installations/{id}/access_tokens`: 404 for an unknown installation; `repositories`
   narrows the token (422 for one the installation does not cover).
+- `GET /installation/repositories` answers only an installation token: its installation's
+  repositories (those it was narrowed to), paged, with `total_count`; anything else is 403.
+- `GET /app/installations` (App JWT) lists these installations too.
 - An installation token reaches only its repositories: any other answers 404 Not Found; a write
   needs the installation's `write` permission for what it writes (403 "Resource not accessible by
   integration" without it).
@@ -143,7 +146,31 @@ class FakeInstallations:
                 found = FakeInstallation(fake.installation_id, repo.split("/")[0], {repo.lower()})
             return JSONResponse(installation_json(fake, found))
 
-        return [("/repos/{owner}/{repo}/installation", ["GET"], repo_installation)]
+        def installation_repositories(request: Request, data: Any) -> Response:
+            credential = request.headers.get("authorization", "").partition(" ")[2]
+            installation_id = fake.issued_tokens.get(credential)
+            if installation_id is None:  # the App's JWT, a user's or a workflow's token
+                raise HttpError(403, "This endpoint can only be accessed with an installation access token")
+            found = self.installs.get(int(installation_id))
+            if found is not None:
+                reach = self.narrowed.get(credential, found.repositories)
+            elif self.installs:
+                reach = set()
+            else:  # no installation declared: every token reaches every repository
+                reach = {name.lower() for name in fake.repos}
+            repos = [r for name, r in sorted(fake.repos.items()) if name.lower() in reach]
+            chunk, link = fake._paginate(request, repos)
+            body = {
+                "total_count": len(repos),
+                "repository_selection": "selected",
+                "repositories": [fake._repo_data(r) for r in chunk],
+            }
+            return JSONResponse(body, headers=link)
+
+        return [
+            ("/repos/{owner}/{repo}/installation", ["GET"], repo_installation),
+            ("/installation/repositories", ["GET"], installation_repositories),
+        ]
 
 
 def installation_json(fake: FakeGitHub, found: FakeInstallation) -> dict[str, Any]:

@@ -80,3 +80,29 @@ async def test_a_fake_without_installations_serves_every_repository_as_before() 
         assert (
             await http.post("/repos/acme/any/issues", headers=auth, json={"title": "x"})
         ).status_code == 201
+
+
+async def test_an_installations_repositories_need_its_token_and_come_in_pages_with_their_count() -> None:
+    fake = FakeGitHub()
+    for repo in ("acme/a", "acme/b", "acme/c", "other/x"):
+        fake.add_repo(repo)
+    fake.install(1, ["acme/a", "acme/b", "acme/c"])
+    fake.install(2, ["other/x"])
+    async with client(fake) as http:
+        auth = {"authorization": f"token {(await token(http, 1)).json()['token']}"}
+        first = await http.get("/installation/repositories", headers=auth, params={"per_page": 2})
+        assert first.status_code == 200 and first.json()["total_count"] == 3
+        assert [r["full_name"] for r in first.json()["repositories"]] == ["acme/a", "acme/b"]
+        assert 'rel="next"' in first.headers["link"]
+        second = await http.get("/installation/repositories", headers=auth, params={"per_page": 2, "page": 2})
+        assert [r["full_name"] for r in second.json()["repositories"]] == ["acme/c"]
+        assert "link" not in second.headers
+        narrowed = {"authorization": f"token {(await token(http, 1, repositories=['b'])).json()['token']}"}
+        only = (await http.get("/installation/repositories", headers=narrowed)).json()
+        assert (only["total_count"], [r["full_name"] for r in only["repositories"]]) == (1, ["acme/b"])
+        assert (await http.get("/installation/repositories", headers=JWT)).status_code == 403
+        fake.valid_tokens.add("ghp_user")  # a token no installation was issued
+        user = {"authorization": "token ghp_user"}
+        assert (await http.get("/installation/repositories", headers=user)).status_code == 403
+        listed = (await http.get("/app/installations", headers=JWT)).json()
+        assert sorted(i["id"] for i in listed) == [1, 2]
