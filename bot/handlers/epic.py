@@ -172,7 +172,8 @@ async def waiting_for(session: Session) -> list[str]:
     link = child_link(issue.body, session.repo)
     if link is None:
         return []
-    needs, unopened = link[1], []
+    needs: list[IssueRef] = link[1]
+    unopened: list[str] = []
     found = await parent_of(session, issue.body)
     if found is not None:
         needs, unopened = planned_needs(found[1], IssueRef(session.repo, session.issue), needs)
