@@ -49,7 +49,9 @@ def _relisted(state: PlanState) -> PlanState | None:
     return listed if listed.children != state.children else None
 
 
-def _opened(state: PlanState, *, fid: str, number: int) -> PlanState:
+def _opened(state: PlanState, *, fid: str, number: int) -> PlanState | None:
+    if fid in state.child_features:
+        return None  # recorded meanwhile by another run: the first record stands
     return _listed(state, {**state.child_features, fid: number})
 
 
