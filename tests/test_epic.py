@@ -210,3 +210,96 @@ async def test_a_child_runs_on_its_dependencies_merged_code_and_the_epic_keeps_a
         assert len(rollups) == 1
         assert f"| #2 | A feature | merged | #{pull.number} (merged) |" in rollups[0]
         assert f"| #3 | A feature | completed | #{pulls_of(3)[0].number} |" in rollups[0]
+
+
+REVISED_EPIC = """/plan-cascade revise
+
+```prd
+version: 1
+title: Billing platform
+summary: Everything billing, with invoices instead of an API.
+strategy: mega
+stories:
+  - id: STORY-001
+    title: Data model
+    acceptance_criteria: ["the data model passes its 3 unit tests"]
+  - id: STORY-002
+    title: Invoices
+    depends_on: [STORY-001]
+    acceptance_criteria: ["an invoice is rendered for a paid order"]
+features:
+  - id: FEAT-001
+    title: Billing data model
+    stories: [STORY-001]
+  - id: FEAT-003
+    title: Invoices
+    depends_on: [FEAT-001]
+    stories: [STORY-002]
+```
+"""
+
+
+async def test_revising_an_epic_keeps_its_children_and_opens_only_new_features(tmp_path: Path) -> None:
+    """A revised epic within one repository: no second set of children (redelivered too)."""
+    async with Harness(tmp_path) as h:
+        llm = schema_llm()
+        h.services.llm_for = lambda config, model: llm
+        h.fake.add_issue(
+            REPO, title="Billing platform", body="A whole billing platform: data model, then API."
+        )
+        await h.deliver("issues", labeled(number=1, sender="octo-org"))
+        await h.drain()
+        assert decode_state(h.plan_comments(1)[0].body).children == [2, 3]
+        assert sorted(h.fake.repo(REPO).issues) == [1, 2, 3]
+        # The model writes the same features again: nothing is opened, twice over.
+        revise = commented(number=1, body="/plan-cascade revise say more about refunds")
+        await h.deliver("issue_comment", revise)
+        await h.drain()
+        await h.deliver("issue_comment", commented(number=1, body="/plan-cascade revise and taxes"))
+        await h.drain()
+        epic = decode_state(h.plan_comments(1)[0].body)
+        assert sorted(h.fake.repo(REPO).issues) == [1, 2, 3], "a revision opened the children again"
+        assert epic.revision == 3 and epic.children == [2, 3]
+        assert epic.child_features == {"FEAT-001": 2, "FEAT-002": 3}
+        # A maintainer's PRD drops FEAT-002 and adds FEAT-003 (after FEAT-001): one new child,
+        # waiting for the kept #2; #3 is told, and left open for whoever works on it.
+        for _ in range(2):  # the same revision processed twice opens nothing twice
+            await h.deliver("issue_comment", commented(number=1, body=REVISED_EPIC))
+            await h.drain()
+        assert sorted(h.fake.repo(REPO).issues) == [1, 2, 3, 4]
+        invoices = h.fake.repo(REPO).issues[4]
+        assert invoices.title == "Invoices" and parse_child_marker(invoices.body) == (1, [2])
+        epic = decode_state(h.plan_comments(1)[0].body)
+        assert epic.children == [2, 4] and epic.child_features == {"FEAT-001": 2, "FEAT-003": 4}
+        dropped = [c for c in h.comments(3) if "no longer" in c]
+        assert len(dropped) == 1 and "#1" in dropped[0] and h.fake.repo(REPO).issues[3].state == "open"
+        assert len(h.plan_comments(4)) == 1  # the new child is planned; the kept ones are not again
+        assert len(h.plan_comments(2)) == 1
+        # What a kept or new child waits for is the epic's plan now, not a marker written before.
+        from bot.handlers.epic import planned_needs, waiting_for
+        from bot.handlers.session import open_session
+        from bot.plan.epic import IssueRef
+
+        stale = [IssueRef(REPO, 3)]
+        assert planned_needs(epic, IssueRef(REPO, 4), stale) == ([IssueRef(REPO, 2)], [])
+        assert planned_needs(epic, IssueRef(REPO, 3), stale) == (stale, [])  # not the epic's any more
+        session = await open_session(h.services, repo=REPO, issue=4, installation_id=4242)
+        assert await waiting_for(session) == ["#2"]
+
+
+def test_a_plan_written_before_feature_ids_were_recorded_still_knows_its_children() -> None:
+    """Older epics list only `children`, in their PRD's feature order: read that way on a revision."""
+    from datetime import UTC, datetime
+
+    from bot.handlers.epic_revision import known_children
+    from bot.plan import extract_prd_block, parse_prd
+    from bot.plan.state import new_plan
+
+    block = extract_prd_block(REVISED_EPIC)
+    assert block is not None
+    old = new_plan(repo=REPO, issue=1, prd=parse_prd(block), at=datetime.now(UTC))
+    assert known_children(old) == {}
+    assert known_children(old.model_copy(update={"children": [2, 4]})) == {"FEAT-001": 2, "FEAT-003": 4}
+    assert known_children(old.model_copy(update={"children": [2]})) == {}, "not in feature order: unknown"
+    recorded = old.model_copy(update={"children": [2, 4], "child_features": {"FEAT-003": 4}})
+    assert known_children(recorded) == {"FEAT-003": 4}

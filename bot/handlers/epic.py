@@ -25,7 +25,6 @@ from bot.handlers.approval import start_execution
 from bot.handlers.epic_repos import session_in
 from bot.handlers.session import Session
 from bot.plan.epic import IssueRef, feature_order, feature_repository, parse_ref, same_repository
-from bot.plan.model import Feature
 from bot.plan.state import PlanState, PlanStatus
 from bot.rendering.epic_rollup import (
     ROLLUP_MARKER,
@@ -105,30 +104,6 @@ def epic_children(state: PlanState) -> list[IssueRef]:
     return refs
 
 
-async def create_children(session: Session, features: list[Feature], *, title: str) -> list[tuple[str, int]]:
-    """An epic within one repository: open one child issue per feature (dependencies first). The
-    caller records them in the epic's plan, then queues their planning (`queue_child_planning`):
-    a child is planned with the epic's context only once the epic lists it."""
-    assert session.config is not None
-    numbers: dict[str, int] = {}
-    by_id = {f.id: f for f in features}
-    for fid in feature_order(features):
-        feature = by_id[fid]
-        needs = [numbers[d] for d in feature.depends_on if d in numbers]
-        body = child_body(
-            description=feature.description,
-            parent=session.issue,
-            parent_title=title,
-            needs=needs,
-            here=session.repo,
-        )
-        issue = await session.port.create_issue(
-            session.repo, title=f"{feature.title}", body=body, labels=[session.config.trigger_label]
-        )
-        numbers[fid] = issue.number
-    return [(fid, numbers[fid]) for fid in feature_order(features)]
-
-
 async def queue_child_planning(session: Session, child: IssueRef, installation_id: int | None) -> None:
     """Plan a child (its label was added by the bot, which sends no event we act on)."""
     if session.services.enqueue is not None:
@@ -166,14 +141,45 @@ async def parent_of(session: Session, body: str | None) -> tuple[IssueRef, PlanS
     return link[0], parent
 
 
+def planned_needs(
+    epic: PlanState, child: IssueRef, marked: list[IssueRef]
+) -> tuple[list[IssueRef], list[str]]:
+    """What a child of an epic within one repository waits for by the epic's plan now (its
+    feature's `depends_on`, through `child_features`): a revision may have changed it since the
+    child's marker was written. (Children, features with no child yet); the marker's otherwise."""
+    fid = next(
+        (
+            f
+            for f, n in epic.child_features.items()
+            if n == child.number and same_repository(child.repo, epic.repo)
+        ),
+        None,
+    )
+    feature = next((f for f in epic.prd.features if f.id == fid), None)
+    if feature is None:
+        return marked, []
+    known = epic.child_features
+    return [IssueRef(epic.repo, known[d]) for d in feature.depends_on if d in known], [
+        d for d in feature.depends_on if d not in known
+    ]
+
+
 async def waiting_for(session: Session) -> list[str]:
     """Children this issue must wait for that are not merged yet (as named from here), each with
-    why when it failed. Read from the issue's own marker: an unreadable plan waits (fail closed)."""
+    why when it failed. Read from the issue's own marker, or from its epic's plan when that lists
+    the issue's feature (a revision may have changed it): an unreadable plan waits (fail closed)."""
     issue = await session.port.get_issue(session.repo, session.issue)
     link = child_link(issue.body, session.repo)
     if link is None:
         return []
-    return await _unmerged(session, link[1], here=session.repo)
+    needs: list[IssueRef] = link[1]
+    unopened: list[str] = []
+    found = await parent_of(session, issue.body)
+    if found is not None:
+        needs, unopened = planned_needs(found[1], IssueRef(session.repo, session.issue), needs)
+    return await _unmerged(session, needs, here=session.repo) + [
+        f"{d} (no child issue yet)" for d in unopened
+    ]
 
 
 async def _unmerged(session: Session, needs: list[IssueRef], *, here: str) -> list[str]:
@@ -246,7 +252,7 @@ async def on_child_merged(session: Session) -> None:
             sibling = await session_in(session, child.repo, child.number)
             sibling_issue = await sibling.port.get_issue(child.repo, child.number)
             link = child_link(sibling_issue.body, child.repo)
-            needs = link[1] if link is not None else []
+            needs, _ = planned_needs(parent, child, link[1] if link is not None else [])
             if not any(same_repository(n.repo, me.repo) and n.number == me.number for n in needs):
                 continue
             if await sibling.load_config() is None:

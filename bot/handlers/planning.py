@@ -8,7 +8,6 @@ and the plan that existed before stays as it was.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 
 from bot.config.repo import RepoConfig
@@ -18,17 +17,15 @@ from bot.handlers.environment import planned_setup
 from bot.handlers.epic import (
     PLAN_CHILD_JOB,
     child_moved,
-    create_children,
-    queue_child_planning,
-    refresh_rollup,
 )
 from bot.handlers.epic_children import check_epic, epic_cancelled
+from bot.handlers.epic_revision import known_children, sync_children
 from bot.handlers.llm_planning import plan_with_llm
 from bot.handlers.plan_io import save_plan, update_plan
 from bot.handlers.plan_pr import open_plan_pr
 from bot.handlers.session import Session, session_for_event, session_for_job
 from bot.plan import Strategy, changelog_lines, diff_prds, extract_prd_block, parse_prd, vague_criteria
-from bot.plan.epic import IssueRef, spans_repositories
+from bot.plan.epic import spans_repositories
 from bot.plan.scheduled import ScheduledBy
 from bot.plan.state import PlanSource, PlanState, PlanStatus, new_plan, revise
 from bot.planning.answers import intent_reply
@@ -205,6 +202,8 @@ async def plan_issue(
                 update={
                     "required_approvals": config.required_approvals,
                     "ignored_reactions": sorted(set(seen) | set(current.ignored_reactions)),
+                    # Read from the PRD being replaced: which feature each existing child is.
+                    "child_features": known_children(current),
                 }
             )
             return with_planning(new)
@@ -227,16 +226,9 @@ async def plan_issue(
         await check_epic(session, saved)
         return
     if prd.features and prd.strategy is Strategy.MEGA:
-        children = await create_children(session, prd.features, title=prd.title)
-        saved = await update_plan(session, saved, functools.partial(_as_epic, children=children))
-        for _, number in children:
-            await queue_child_planning(session, IssueRef(session.repo, number), session.installation_id)
-        listed = "\n".join(f"- {fid}: #{n}" for fid, n in children)
-        await session.reply(
-            f"This issue is an epic. Each feature is planned in its own issue, in this "
-            f"order; approve them there:\n\n{listed}"
-        )
-        await refresh_rollup(session, session.issue)
+        # Within one repository: open the children its features have none of yet (a revision keeps
+        # the ones it still has and tells the ones it dropped).
+        await sync_children(session, saved, actor=actor)
         return
     await child_moved(session, body=issue.body)
     if session.config.plan_pr:
@@ -256,15 +248,6 @@ async def _current_reactions(session: Session, loaded: LoadedPlan) -> list[int]:
         return list(loaded.state.ignored_reactions)
     ids = {r.id for r in page.reactions or []}
     return sorted(ids | set(loaded.state.ignored_reactions))
-
-
-def _as_epic(state: PlanState, *, children: list[tuple[str, int]]) -> PlanState:
-    return state.model_copy(
-        update={
-            "children": [n for _, n in children],
-            "note": "an epic: each feature is planned and approved in its own issue",
-        }
-    )
 
 
 @kinds.register(PLAN_CHILD_JOB)

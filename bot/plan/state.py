@@ -230,6 +230,10 @@ class PlanState(BaseModel):
         default=None, description="The execute job that brought the last run to its end (a redone job stops)."
     )
     children: list[int] = Field(default_factory=list, description="Child issues of an epic (mega plan).")
+    child_features: dict[str, int] = Field(
+        default_factory=dict,
+        description="An epic within one repository: feature id → its child issue (kept across revisions).",
+    )
     child_issues: dict[str, str] = Field(
         default_factory=dict,
         description="An epic across repositories: feature id → its child issue `owner/name#number`.",
