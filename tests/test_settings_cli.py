@@ -210,6 +210,18 @@ async def test_doctor_says_whether_the_app_can_read_its_deliveries(tmp_path: Pat
     assert not ok and refused in detail
 
 
+async def test_doctor_says_when_github_cannot_reach_the_server_in_one_read(tmp_path: Path) -> None:
+    """The deliveries line is read once and judged as the self-test judges it (the self-test's own
+    deliveries line is left out of `doctor`): an unanswered newest delivery is a failure."""
+    fake = FakeGitHub(strict=True)
+    settings = make_settings(tmp_path, GITHUB_API_URL=fake.api_url)
+    await fake.hooks.deliver("ping", {"zen": "Keep it logically awesome."})  # nobody answers
+    before = len(fake.requests)
+    ok, _, detail = await deliveries_check(settings, transport=fake.transport())
+    assert not ok and "GitHub cannot reach this server" in detail and "the App reads its deliveries" in detail
+    assert [r.path for r in fake.requests[before:]] == ["/app/hook/deliveries"]
+
+
 async def test_doctor_says_when_the_required_sandbox_cannot_run(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, PLAN_CASCADE_BWRAP=str(tmp_path / "no-such-bwrap"))
     results = await run_checks(settings, transport=httpx.MockTransport(lambda r: httpx.Response(200)))

@@ -12,7 +12,7 @@ from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, web_url
 from bot.runtime.credentials import configured
-from bot.runtime.selftest import run_selftest
+from bot.runtime.selftest import RECENT_DELIVERIES, deliveries_line, run_selftest
 from bot.runtime.settings import Settings
 from bot.sandbox.certs import CA_VARIABLES, ca_problems
 
@@ -120,7 +120,7 @@ async def selftest_checks(
             db=db,
             app_port=lambda: GitHubKitPort(github),
             settings_url=lambda slug, owner, kind: app_settings_url(web, slug, owner, kind),
-            llm_and_sandbox=False,
+            doctor=True,
         )
     finally:
         await db.dispose()
@@ -165,15 +165,22 @@ async def deliveries_check(settings: Settings, *, transport: httpx.AsyncBaseTran
         auto_retry=False,
     )
     try:
-        items, _ = await GitHubKitPort(github).list_hook_deliveries(per_page=1)
+        items, _ = await GitHubKitPort(github).list_hook_deliveries(per_page=RECENT_DELIVERIES)
     except GitHubError as exc:
         return False, name, f"the App cannot read its deliveries (missed ones stay missed): {exc.message}"
     except Exception as exc:  # doctor never raises: an answer that is not GitHub's list is reported
         return False, name, f"unexpected answer to GET /app/hook/deliveries: {exc!r}"[:300]
     if settings.redelivery_seconds <= 0:
-        return True, name, "readable, but PLAN_CASCADE_REDELIVERY_SECONDS=0: missed ones are not looked for"
-    newest = f"newest {items[0].delivered_at:%Y-%m-%d %H:%M} UTC: {items[0].status}" if items else "none yet"
-    return True, name, f"the App reads its deliveries ({newest})"
+        readable = "readable, but PLAN_CASCADE_REDELIVERY_SECONDS=0: missed ones are not looked for"
+    else:
+        newest = (
+            f"newest {items[0].delivered_at:%Y-%m-%d %H:%M} UTC: {items[0].status}" if items else "none yet"
+        )
+        readable = f"the App reads its deliveries ({newest})"
+    line = deliveries_line(items)  # the self-test's verdict on the same answer: can GitHub reach us?
+    if not line.ok:
+        return False, name, f"{line.detail} → {line.fix}; {readable}"
+    return True, name, readable
 
 
 def llm_check(settings: Settings) -> Check:

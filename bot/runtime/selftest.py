@@ -228,11 +228,11 @@ async def run_selftest(
     db: Database | None,
     app_port: Callable[[], GitHubKitPort] | None,
     settings_url: Callable[[str, str, str], str],
-    llm_and_sandbox: bool = True,
+    doctor: bool = False,
 ) -> list[Line]:
     """Every line. `app_port` acts as the App (None: no credentials); `settings_url(slug, owner,
-    owner_type)` names the App's settings page; `llm_and_sandbox=False` leaves out the lines
-    `doctor` has checks of its own for."""
+    owner_type)` names the App's settings page; `doctor=True` leaves out the lines `doctor` has
+    checks of its own for (the model, the sandbox, GitHub's deliveries: asked of GitHub once)."""
     lines: list[Line] = []
     if db is not None:
         lines.append(await received_line(db))
@@ -246,10 +246,10 @@ async def run_selftest(
             )
         )
     else:
-        lines.extend(await _github_lines(app_port(), settings, settings_url))
-    if llm_and_sandbox:
+        lines.extend(await _github_lines(app_port(), settings, settings_url, deliveries=not doctor))
+    if not doctor:
         lines.append(llm_line(settings))
-    lines.extend(await asyncio.to_thread(_local_lines, settings, llm_and_sandbox))
+    lines.extend(await asyncio.to_thread(_local_lines, settings, not doctor))
     return lines
 
 
@@ -258,7 +258,7 @@ def _local_lines(settings: Settings, sandbox: bool) -> list[Line]:
 
 
 async def _github_lines(
-    port: GitHubKitPort, settings: Settings, settings_url: Callable[[str, str, str], str]
+    port: GitHubKitPort, settings: Settings, settings_url: Callable[[str, str, str], str], *, deliveries: bool
 ) -> list[Line]:
     lines: list[Line] = []
     fix = "check the App's id and key"
@@ -271,6 +271,8 @@ async def _github_lines(
         lines.append(Line("fail", "installation", f"cannot be read: {exc.message}", fix))
     except Exception as exc:  # the self-test never raises: an answer that is not GitHub's is a line
         lines.append(Line("fail", "installation", f"unexpected answer from GitHub: {exc!r}"[:300]))
+    if not deliveries:
+        return lines
     try:
         items, _ = await port.list_hook_deliveries(per_page=RECENT_DELIVERIES)
         lines.append(deliveries_line(items))
