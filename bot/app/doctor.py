@@ -87,11 +87,13 @@ async def database_check(settings: Settings, *, create: bool = True) -> Check:
         await db.dispose()
 
 
-async def api_check(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> Check:
-    """Whether GitHub's API answers at GITHUB_API_URL."""
+async def api_check(
+    settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None, wait: float = 10
+) -> Check:
+    """Whether GitHub's API answers at GITHUB_API_URL (within `wait` seconds)."""
     url = settings.github_api_url.rstrip("/")
     try:
-        async with httpx.AsyncClient(transport=transport, timeout=10) as client:
+        async with httpx.AsyncClient(transport=transport, timeout=wait) as client:
             resp = await client.get(url + "/meta" if "api.github.com" in url else url + "/")
     except httpx.HTTPError as exc:
         return False, "GitHub API", f"{url} unreachable: {exc.__class__.__name__}: {exc}"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from bot.app.doctor import api_check
 from bot.db.engine import Database
 from bot.runtime.settings import Settings
 
@@ -71,16 +72,10 @@ class Readiness:
     async def _github(self) -> tuple[bool, str]:
         if self.clock() < self._github_until:
             return True, "answered recently"
-        url = self.settings.github_api_url.rstrip("/")
-        try:
-            async with httpx.AsyncClient(transport=self.transport, timeout=READY_TIMEOUT) as client:
-                resp = await client.get(url + "/")
-        except httpx.HTTPError as exc:
-            return False, f"{url} unreachable: {exc.__class__.__name__}"
-        if resp.status_code >= 500:
-            return False, f"{url} answered {resp.status_code}"
-        self._github_until = self.clock() + GITHUB_FRESH_SECONDS
-        return True, f"{url} answered {resp.status_code}"
+        ok, _, detail = await api_check(self.settings, transport=self.transport, wait=READY_TIMEOUT)
+        if ok:
+            self._github_until = self.clock() + GITHUB_FRESH_SECONDS
+        return ok is True, detail
 
 
 def _public(name: str) -> str:
