@@ -10,7 +10,7 @@ from bot.app.setup_flow import app_settings_url
 from bot.db.engine import Database
 from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
-from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server, web_url
+from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server
 from bot.runtime.credentials import configured
 from bot.runtime.selftest import RECENT_DELIVERIES, deliveries_line, run_selftest
 from bot.runtime.settings import Settings
@@ -114,7 +114,7 @@ async def selftest_checks(
         transport=transport,
         auto_retry=False,
     )
-    web = settings.github_server_url or web_url(settings.github_api_url)
+    web = settings.web_root
     db = Database(settings.resolved_database_url)
     try:
         lines = await run_selftest(
@@ -145,7 +145,7 @@ def urls_check(settings: Settings) -> Check:
     problem = api_url_problem(url)
     if problem is not None:
         return False, "GitHub URLs", problem
-    web = settings.github_server_url or web_url(url)
+    web = settings.web_root
     kind = "GitHub Enterprise Server" if is_enterprise_server(url) else "GitHub"
     return True, "GitHub URLs", f"{kind}: REST {url}, GraphQL {graphql_url(url)}, web pages and links {web}"
 

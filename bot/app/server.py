@@ -20,7 +20,6 @@ from bot.app.wiring import default_background_tasks, default_job_kinds, default_
 from bot.db.engine import Database
 from bot.db.queue import JobQueue
 from bot.errors import ConfigurationError
-from bot.github.urls import web_url
 from bot.metrics import Metrics
 from bot.runtime.credentials import AppCredentials, adopt, configured, env_credentials
 from bot.runtime.routing import Router
@@ -244,7 +243,7 @@ def create_app(
         rt.metrics.dead_jobs.set(counts.get("dead", 0))
         return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    web = (settings.github_server_url or "").rstrip("/") or web_url(settings.github_api_url)
+    web = settings.web_root
 
     async def selftest() -> list[Line]:
         port = rt.services.extras.get("app_port") if configured(settings) else None

@@ -8,7 +8,6 @@ import httpx
 from bot.clock import utcnow
 from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
-from bot.github.urls import web_url
 from bot.runtime.appkeys import check_private_key
 from bot.runtime.credentials import AppCredentials, CredentialStore
 from bot.runtime.settings import Settings
@@ -42,7 +41,7 @@ async def import_app(
             )
     except GitHubError as exc:
         note = f"GitHub could not be asked whether the key is App {app_id}'s ({exc.message}); stored anyway"
-    web = (settings.github_server_url or "").rstrip("/") or web_url(settings.github_api_url)
+    web = settings.web_root
     creds = AppCredentials(
         app_id=app_id,
         private_key=pem,

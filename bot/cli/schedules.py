@@ -33,7 +33,6 @@ def _schedules(args: argparse.Namespace) -> int:
 
     from bot.db.engine import Database
     from bot.runtime.settings import load_settings
-    from bot.status.plans import github_web_url
     from bot.status.schedules import ScheduleLine, as_text, read_schedules
 
     if args.config:
@@ -41,7 +40,7 @@ def _schedules(args: argparse.Namespace) -> int:
         return 0
     settings = load_settings(args.env_file)
 
-    web_url = (settings.github_server_url or "").rstrip("/") or github_web_url(settings.github_api_url)
+    web_url = settings.web_root
 
     async def run() -> tuple[ScheduleLine, ...]:
         db = Database(settings.resolved_database_url)

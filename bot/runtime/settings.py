@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.config.mcp_policy import McpPolicy, mcp_variables
 from bot.errors import ConfigurationError
+from bot.github.urls import web_url
 from bot.llm.registry import configuration_problem
 from bot.network.rules import parse_egress
 from bot.redaction import register_secret
@@ -171,6 +172,11 @@ class Settings(BaseSettings):
         return self
 
     # -- derived values -------------------------------------------------------------
+    @property
+    def web_root(self) -> str:
+        """GitHub's web root: `GITHUB_SERVER_URL`, else the one behind `GITHUB_API_URL`."""
+        return (self.github_server_url or "").rstrip("/") or web_url(self.github_api_url)
+
     @property
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to `sqlite+aiosqlite:///<data_dir>/plan-cascade.db`."""

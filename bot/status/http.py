@@ -43,7 +43,7 @@ from bot.status.format import ago, inline_code, size, span
 from bot.status.lines import PlanLines
 from bot.status.operations import Limits
 from bot.status.page import PLAN_LIMIT, overview
-from bot.status.plans import Filters, github_web_url
+from bot.status.plans import Filters
 from bot.status.reads import read_intake, read_plan, read_storage, read_work, requeue
 from bot.status.schedules import read_schedules
 from bot.status.sessions import Sessions
@@ -345,7 +345,7 @@ def status_routes(
     return status_router(
         access=Access(token),
         db=db,
-        web_url=(settings.github_server_url or "").rstrip("/") or github_web_url(settings.github_api_url),
+        web_url=settings.web_root,
         metrics=metrics,
         repo_cache=repo_cache,
         clock=utcnow,

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Protocol
 from urllib.parse import quote, urlsplit
 
-from bot.github.urls import web_url
 from bot.plan.state import PlanState, StoryStatus, totals
 from bot.redaction import redact
 
@@ -41,12 +40,6 @@ def aware(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=UTC)
-
-
-def github_web_url(api_url: str) -> str:
-    """The web root behind an API root: `https://api.github.com` → `https://github.com`,
-    `https://HOST/api/v3` → `https://HOST` (see `bot.github.urls.web_url`)."""
-    return web_url(api_url)
 
 
 def safe_url(url: str | None) -> str | None:

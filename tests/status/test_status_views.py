@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bot.db.engine import Database
 from bot.db.models import Delivery, Job
+from bot.github.urls import web_url as github_web_url
 from bot.plan.state import Approval, PlanStatus, StoryStatus, update_story, with_batch
 from bot.status.access import Access, cookie_header, safe_next
 from bot.status.detail import plan_detail
@@ -16,7 +17,6 @@ from bot.status.plans import (
     DEFAULT_BUDGET_USD,
     Filters,
     batch_tally,
-    github_web_url,
     levels,
     plan_summary,
     plan_table,
