@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import re
+import selectors
+import signal
+import subprocess
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.errors import WorkspaceError
-from bot.sandbox.process import kill_process_group, open_pipe
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 """PATH used when the caller's ``base`` does not provide one."""
@@ -167,53 +172,24 @@ async def run_git(
     With ``check`` a non-zero exit raises :class:`WorkspaceError` naming the redacted
     command and the end of stderr (not for a result cut on purpose). A timeout always raises;
     the process group is killed on timeout and on cancellation.
+
+    git is started, read and reaped by a worker thread (`GitProcess`), never on the event loop:
+    starting a process holds its thread for a millisecond or more (longer on a busy machine),
+    and the engine starts a dozen git processes a story.
     """
-    out_fd, out_reader, out_pipe = await open_pipe()
-    try:
-        err_fd, err_reader, err_pipe = await open_pipe()
-    except BaseException:
-        os.close(out_fd)
-        out_pipe.close()
-        raise
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            *HARDENING,
-            *args,
-            cwd=cwd,
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=out_fd,
-            stderr=err_fd,
-            start_new_session=True,
-        )
-    except BaseException:
-        out_pipe.close()
-        err_pipe.close()
-        raise
-    finally:
-        os.close(out_fd)
-        os.close(err_fd)
-    stderr_tail = asyncio.ensure_future(_tail(err_reader, STDERR_KEEP))
+    running = GitProcess(["git", *HARDENING, *args], cwd=cwd, env=dict(env), max_output=max_output)
+    job = asyncio.get_running_loop().run_in_executor(_THREADS, running.run)
     try:
         async with asyncio.timeout(timeout):
-            out, truncated = await _head(out_reader, max_output)
-            if truncated:
-                await kill_process_group(proc)
-            await proc.wait()
-            err = await stderr_tail
+            returncode, out, err, truncated = await asyncio.shield(job)
     except TimeoutError:
-        await kill_process_group(proc)
+        running.kill()
         raise WorkspaceError(f"`{describe(args, env)}` timed out after {timeout:g}s in {cwd}") from None
     except BaseException:
-        await kill_process_group(proc)
+        running.kill()
         raise
-    finally:
-        stderr_tail.cancel()
-        out_pipe.close()
-        err_pipe.close()
     result = GitResult(
-        returncode=proc.returncode if proc.returncode is not None else -1,
+        returncode=returncode,
         stdout=out.decode("utf-8", errors="replace"),
         stderr=err.decode("utf-8", errors="replace"),
         truncated=truncated,
@@ -229,24 +205,76 @@ async def run_git(
     return result
 
 
-async def _head(reader: asyncio.StreamReader, limit: int) -> tuple[bytearray, bool]:
-    """The first ``limit`` bytes of the stream, and whether there was more (then unread)."""
-    kept = bytearray()
-    while len(kept) <= limit:
-        chunk = await reader.read(min(READ_CHUNK, limit + 1 - len(kept)))
-        if not chunk:
-            return kept, False
-        kept += chunk
-    del kept[limit:]
-    return kept, True
+_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="plan-cascade-git")
+"""Where git processes are started and read: each thread waits on its pipes with the GIL released."""
 
 
-async def _tail(reader: asyncio.StreamReader, keep: int) -> bytes:
-    """The last ``keep`` bytes of the stream, read to its end."""
-    tail = b""
-    while chunk := await reader.read(READ_CHUNK):
-        tail = (tail + chunk)[-keep:]
-    return tail
+class GitProcess:
+    """One git process, run to its end by a worker thread (`run`); `kill` may come from any thread."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], max_output: int) -> None:
+        self.argv, self.cwd, self.env, self.max_output = argv, cwd, env, max_output
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+
+    def kill(self) -> None:
+        """SIGKILL git's process group (a session of its own); a git not started yet never starts."""
+        with self._lock:
+            self._stopped = True
+            proc = self._proc
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    def run(self) -> tuple[int, bytearray, bytes, bool]:
+        """Start git, read its stdout (at most `max_output` bytes) and its stderr's end, and reap it:
+        (exit status, stdout, stderr's last `STDERR_KEEP` bytes, whether stdout was cut)."""
+        with self._lock:
+            if self._stopped:
+                return -1, bytearray(), b"", False
+            proc = self._proc = subprocess.Popen(
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        assert proc.stdout is not None and proc.stderr is not None
+        out, tail, truncated = bytearray(), b"", False
+        try:
+            with selectors.DefaultSelector() as pipes:
+                pipes.register(proc.stdout, selectors.EVENT_READ)
+                pipes.register(proc.stderr, selectors.EVENT_READ)
+                while pipes.get_map():
+                    ready = pipes.select(timeout=1.0)
+                    if not ready and self._stopped and proc.poll() is not None:
+                        break  # killed: what an escaped child still holds open is not waited for
+                    for key, _ in ready:
+                        if key.fileobj is proc.stderr:
+                            chunk = os.read(key.fd, READ_CHUNK)
+                            tail = (tail + chunk)[-STDERR_KEEP:]
+                        else:
+                            chunk = os.read(key.fd, min(READ_CHUNK, self.max_output + 1 - len(out)))
+                            out += chunk
+                            if len(out) > self.max_output:
+                                del out[self.max_output :]
+                                truncated = True
+                                pipes.unregister(key.fileobj)
+                                self.kill()
+                                continue
+                        if not chunk:
+                            pipes.unregister(key.fileobj)
+            proc.wait()
+        finally:
+            if proc.returncode is None:
+                self.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        return (proc.returncode if proc.returncode is not None else -1), out, tail, truncated
 
 
 def failure_message(args: Sequence[str], *, cwd: Path, env: Mapping[str, str], result: GitResult) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.server
 import threading
@@ -15,7 +16,7 @@ import pytest
 from bot.errors import WorkspaceError
 from bot.workspace import Mirror, git_env, redact, run_git
 from bot.workspace.git import OUTPUT_LIMIT, STDERR_KEEP, OutputTooLarge
-from tests.processes import live_with_arg
+from tests.processes import live_with_arg, unique_sleep
 
 TOKEN = "ghs_S3cretTokenValue0123456789abcdefXYZ"
 ENCODED = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
@@ -187,3 +188,52 @@ async def test_run_git_output_exactly_at_the_limit_is_whole(tmp_path: Path) -> N
     args = ["-c", "alias.some=!head -c 5000 /dev/zero", "some"]
     result = await run_git(args, cwd=tmp_path, env=git_env(), max_output=5000, partial=True)
     assert result.truncated is False and len(result.stdout) == 5000
+
+
+async def test_run_git_starts_git_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting a process holds its thread for a millisecond or more: never the event loop's."""
+    import subprocess
+
+    threads: list[str] = []
+    real = subprocess.Popen
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            threads.append(threading.current_thread().name)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    result = await run_git(["--version"], cwd=tmp_path, env=git_env())
+    assert result.stdout.startswith("git version")
+    assert threads and threading.main_thread().name not in threads
+
+
+async def test_run_git_cancelled_kills_git_and_what_it_started(tmp_path: Path) -> None:
+    marker = unique_sleep()
+    task = asyncio.ensure_future(
+        run_git(["-c", f"alias.slow=!sleep {marker}", "slow"], cwd=tmp_path, env=git_env())
+    )
+    for _ in range(100):  # until git has started its alias
+        await asyncio.sleep(0.05)
+        if live_with_arg(marker):
+            break
+    assert live_with_arg(marker)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if not live_with_arg(marker):
+            break
+        await asyncio.sleep(0.05)
+    assert live_with_arg(marker) == []
+
+
+async def test_run_git_timeout_kills_what_git_started(tmp_path: Path) -> None:
+    marker = unique_sleep()
+    with pytest.raises(WorkspaceError, match=r"timed out after 0\.5s"):
+        await run_git(["-c", f"alias.slow=!sleep {marker}", "slow"], cwd=tmp_path, env=git_env(), timeout=0.5)
+    for _ in range(100):
+        if not live_with_arg(marker):
+            break
+        await asyncio.sleep(0.05)
+    assert live_with_arg(marker) == []
