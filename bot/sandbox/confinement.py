@@ -28,6 +28,7 @@ import functools
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,8 +110,32 @@ def _system_mounts(*, tmp_size: int = 0) -> list[str]:
     return [*args, "--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]  # noqa: S108
 
 
+RUNTIME_KEEP = 60.0
+"""Seconds what a tool directory needs (`_runtime_of`) is kept while the directory and its
+virtualenv's `pyvenv.cfg` are unchanged: every confined process asks, and finding it lists the
+directory (~1,000 entries in /usr/bin); a symlink retargeted elsewhere (`/etc/alternatives`)
+shows within the minute."""
+
+
 def _runtime_of(directory: Path) -> list[Path]:
     """What the programs of a tool directory need besides it: a virtualenv's root and base Python."""
+    try:
+        listed = os.stat(directory).st_mtime_ns
+    except OSError:
+        return _find_runtime(directory)
+    try:
+        config: int | None = os.stat(directory.resolve().parent / "pyvenv.cfg").st_mtime_ns
+    except OSError:
+        config = None
+    return list(_kept_runtime(str(directory), listed, config, int(time.monotonic() // RUNTIME_KEEP)))
+
+
+@functools.lru_cache(maxsize=256)
+def _kept_runtime(directory: str, *_when: object) -> tuple[Path, ...]:
+    return tuple(_find_runtime(Path(directory)))
+
+
+def _find_runtime(directory: Path) -> list[Path]:
     found = []
     venv = directory.resolve().parent
     config = venv / "pyvenv.cfg"

@@ -264,6 +264,35 @@ def test_a_tool_directory_reached_by_two_path_entries_is_read_once_and_shown_wit
     assert len(reads) == 1, "the virtualenv's bin was read once"
 
 
+def test_a_tool_directorys_runtime_is_kept_until_the_directory_changes(tmp_path: Path) -> None:
+    """Every confined process asks what its tool directories need: a directory is listed again
+    only when it changed (a python added or retargeted), not for each process."""
+    from bot.sandbox.confinement import Confinement
+
+    venv, first, second = tmp_path / "venv", tmp_path / "py1", tmp_path / "py2"
+    for base in (first, second):
+        (base / "bin").mkdir(parents=True)
+        (base / "bin" / "python3.11").write_text("")
+    (venv / "bin").mkdir(parents=True)
+    box = Confinement(confined=True, worktree=tmp_path / "wt", home=tmp_path / "home")
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin"}
+
+    def shown() -> tuple[set[str], int]:
+        with audit_threads("os.scandir", lambda args: str(args[0]) == str(venv / "bin")) as reads:
+            argv = box.argv(["python", "-V"], cwd=tmp_path / "wt", env=env)
+        return {argv[i + 1] for i, word in enumerate(argv) if word == "--ro-bind"}, len(reads)
+
+    (venv / "bin" / "python").symlink_to(first / "bin" / "python3.11")
+    binds, reads = shown()
+    assert str(first) in binds and reads == 1
+    assert shown() == (binds, 0)  # the same directory, unchanged: not listed again
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").symlink_to(second / "bin" / "python3.11")
+    os.utime(venv / "bin", ns=(1, 1))  # a change within the same clock tick is a change too
+    binds, reads = shown()
+    assert str(second) in binds and str(first) not in binds and reads == 1
+
+
 @needs_bwrap
 async def test_sandbox_timeout_kills_everything_inside(tmp_path: Path, env: dict[str, str]) -> None:
     duration = unique_sleep()
