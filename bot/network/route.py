@@ -100,8 +100,9 @@ What it costs is kept small: Python's start without `site` (`-I -S`: nor the san
 `PYTHON*` variables, nor its site-packages), and the C modules alone (`_socket`, `_thread`,
 `posix`: no `socket`, `threading`, `enum` or `selectors` to import, before or after the fork)."""
 FORWARDER_PYTHON = "python3 -I -S"
-"""How the forwarder's Python starts (`-I`: no `PYTHON*` variable, no user site or script
-directory on its path; `-S`: no site-packages, whose `.pth` files run code at start)."""
+"""How the forwarder's Python starts (`-I`: no `PYTHON*` variable, no user site, and with `-c`
+not the working directory, the worktree, on its path; `-S`: no site-packages, whose `.pth`
+files run code at start)."""
 
 
 def forwarder_command(folder: Path, port: int = PROXY_PORT, *, who: str = "setup") -> str:
