@@ -3,8 +3,8 @@
     .venv/bin/python bench/egress.py [--seconds 3] [--rounds 3] [--concurrency 8]
 
 The path an external agent's model call takes, all of it real: the client (the agent) connects
-to the forwarder that runs inside its sandbox (`bot.network.route.FORWARDER`, here a
-plain `python3` process listening on a loopback port, as it does on the sandbox's
+to the forwarder that runs inside its sandbox (`bot.network.route.FORWARDER`, here
+started as there, `python3 -I -S -c`, listening on a loopback port as it does on the sandbox's
 `127.0.0.1:3128`), which relays to the proxy's Unix socket; the proxy (`EgressProxy`, in this
 process's event loop as in the server's, with the agent's allowlist naming the "model API" by
 address and port) checks the destination and connects to it. The model API is a small HTTP/1.1
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.network.proxy import EgressProxy  # noqa: E402
-from bot.network.route import FORWARDER  # noqa: E402
+from bot.network.route import FORWARDER, FORWARDER_PYTHON  # noqa: E402
 from bot.network.rules import Allowlist, parse_egress  # noqa: E402
 
 PROMPT = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 2000}]}).encode()
@@ -171,11 +171,10 @@ async def main(args: argparse.Namespace) -> int:
         rules = Allowlist(
             parse_egress(f"127.0.0.1:{model}"), who="agent", setting="PLAN_CASCADE_AGENT_EGRESS"
         )
-        (work / "forward.py").write_text(FORWARDER)
         async with EgressProxy(work / "proxy.sock", rules, bodies=True, idle_timeout=600) as proxy:
             port = _free_port()
             forwarder = subprocess.Popen(
-                ["python3", str(work / "forward.py"), str(work / "proxy.sock"), str(port)]
+                [*FORWARDER_PYTHON.split(), "-c", FORWARDER, str(work / "proxy.sock"), str(port)]
             )
             forwarder.wait(timeout=10)  # it forks and serves in the background
             results: dict[tuple[str, bool], list[dict[str, float]]] = {}
@@ -198,11 +197,11 @@ async def main(args: argparse.Namespace) -> int:
         return 0
     finally:
         model_proc.kill()
-        _stop_forwarder(work / "forward.py")
+        _stop_forwarder(work / "proxy.sock")
         model_proc.wait()
 
 
-def _stop_forwarder(script: Path) -> None:
+def _stop_forwarder(sock: Path) -> None:
     """The forwarder detached itself (as in the sandbox, where it dies with the sandbox): find it
     by its command line, which names this run's own temporary folder, and stop it by its pid."""
     for entry in Path("/proc").iterdir():
@@ -212,7 +211,7 @@ def _stop_forwarder(script: Path) -> None:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if str(script).encode() in argv:
+        if str(sock).encode() in argv:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(entry.name), signal.SIGTERM)
 

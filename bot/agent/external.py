@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import shutil
+import string
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -105,6 +106,10 @@ class CommandAgent:
             mcp=flags,
         )
 
+    def _names(self, placeholder: str) -> bool:
+        """Whether the template has `{placeholder}`."""
+        return any(name == placeholder for _, name, _, _ in string.Formatter().parse(self.template))
+
     def _tool_dirs(self) -> list[Path]:
         """Directories the command needs to see: where the programs and scripts it names live."""
         try:
@@ -146,7 +151,9 @@ class CommandAgent:
             )
         task.home.mkdir(parents=True, exist_ok=True)
         prompt_file.write_text(task_prompt(task), encoding="utf-8")
-        mcp_config = relay.config_file if relay is not None else empty_config(task.home)
+        mcp_config = relay.config_file if relay is not None else None
+        if relay is None and self._names("mcp_config"):  # a template without it never reads one
+            mcp_config = empty_config(task.home)
         command = self.command(prompt_file=prompt_file, task=task, mcp_config=mcp_config, relay=relay)
         transcript.record("command", command=command)
         confinement = await confinement_for(task, tools=self._tool_dirs())  # its own network namespace

@@ -10,6 +10,7 @@ variables point there.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -41,7 +42,7 @@ def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
 
 
 FORWARDER = """\
-import _socket, posix, sys
+import _socket, _thread, posix, sys
 path, port = sys.argv[1], int(sys.argv[2])
 server = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
 server.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
@@ -53,10 +54,9 @@ posix.setsid()
 null = posix.open("/dev/null", posix.O_RDWR)
 for fd in (0, 1, 2):
     posix.dup2(null, fd)
-import socket, threading  # after the fork: the command does not wait for these
 
 
-def pipe(src, dst):
+def pipe(src, dst, then):
     try:
         while True:
             data = src.recv(65536)
@@ -66,47 +66,51 @@ def pipe(src, dst):
     except OSError:
         pass
     try:
-        dst.shutdown(socket.SHUT_WR)
+        dst.shutdown(_socket.SHUT_WR)
     except OSError:
         pass
+    then()
 
 
-def serve(client):
-    upstream = socket.socket(socket.AF_UNIX)
+def serve(fd):
+    client = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM, 0, fd)
+    upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         upstream.connect(path)
     except OSError:
         client.close()
+        upstream.close()
         return
-    other = threading.Thread(target=pipe, args=(client, upstream), daemon=True)
-    other.start()
-    pipe(upstream, client)
-    other.join()
+    done = _thread.allocate_lock()
+    done.acquire()
+    _thread.start_new_thread(pipe, (client, upstream, done.release))
+    pipe(upstream, client, done.acquire)  # then waits until the other way has ended too
     client.close()
     upstream.close()
 
 
-listener = socket.socket(fileno=server.detach())
 while True:
-    client, _ = listener.accept()
-    threading.Thread(target=serve, args=(client,), daemon=True).start()
+    fd, _ = server._accept()
+    _thread.start_new_thread(serve, (fd,))
 """
-"""Runs inside setup's sandbox (python3 from its PATH): listens on the sandbox's 127.0.0.1, relays
-each connection to the proxy's socket; it returns once listening and serves in the background.
-What the command waits for is kept small: Python's start without `site` (`-I -S`: nor the
-sandbox's `PYTHON*` variables, nor its site-packages), the C modules alone until it listens
-(`socket`'s and `threading`'s imports, ~6 ms, come after the fork)."""
+"""Runs inside setup's sandbox (python3 from its PATH, the code given with `-c`): listens on the
+sandbox's 127.0.0.1, relays each connection to the proxy's socket (a thread per direction, each
+ending its side with a half-close); it returns once listening and serves in the background.
+What it costs is kept small: Python's start without `site` (`-I -S`: nor the sandbox's
+`PYTHON*` variables, nor its site-packages), and the C modules alone (`_socket`, `_thread`,
+`posix`: no `socket`, `threading`, `enum` or `selectors` to import, before or after the fork)."""
 FORWARDER_PYTHON = "python3 -I -S"
-"""How the forwarder's Python starts (`-I`: no `PYTHON*` variable, no user site or script
-directory on its path; `-S`: no site-packages, whose `.pth` files run code at start)."""
+"""How the forwarder's Python starts (`-I`: no `PYTHON*` variable, no user site, and with `-c`
+not the working directory, the worktree, on its path; `-S`: no site-packages, whose `.pth`
+files run code at start)."""
 
 
 def forwarder_command(folder: Path, port: int = PROXY_PORT, *, who: str = "setup") -> str:
-    """The shell line that starts the forwarder (written into `folder`) before setup's commands."""
-    script = folder / "forward.py"
-    script.write_text(FORWARDER)
+    """The shell line that starts the forwarder (to the proxy's socket in `folder`) before setup's
+    commands. Its code goes on the command line: nothing is written for it."""
+    sock = shlex.quote(str(folder / "proxy.sock"))
     return (
-        f"{FORWARDER_PYTHON} {script} {folder / 'proxy.sock'} {port} || "
+        f"{FORWARDER_PYTHON} -c {shlex.quote(FORWARDER)} {sock} {port} || "
         f"{{ echo 'Plan Cascade: cannot start the {who} egress forwarder (python3 on PATH?)' >&2; "
         "exit 97; }\n"
     )
@@ -117,7 +121,7 @@ class EgressRoute:
     """What one confined setup run (or agent run) needs to go out through the proxy."""
 
     folder: Path
-    """Holds the proxy's socket and the forwarder: bind it read-only into the sandbox."""
+    """Holds the proxy's socket: bind it read-only into the sandbox."""
     prelude: str
     """The shell line to run before setup's commands (starts the forwarder)."""
     env: dict[str, str] = field(default_factory=proxy_env)

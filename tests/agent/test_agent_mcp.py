@@ -295,6 +295,13 @@ async def test_a_cli_agent_without_mcp_tools_gets_an_empty_configuration(
     assert json.loads((worktree / "cli.json").read_text()) == {"servers": []}
 
 
+async def test_a_template_without_mcp_config_gets_no_configuration_file(make_task: MakeTask) -> None:
+    task = make_task()
+    result = await CommandAgent("plain", "true {story_id}", binary=None).run(task)
+    assert result.status == "finished", result.reason
+    assert not (task.home / "mcp-config.json").exists(), "nothing names it: nothing is written"
+
+
 def test_claude_code_and_codex_are_given_the_relay(make_task: MakeTask, tmp_path: Path) -> None:
     relay = McpRelay(
         folder=tmp_path,
