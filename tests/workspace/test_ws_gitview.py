@@ -17,7 +17,7 @@ import pytest
 from bot.errors import WorkspaceError
 from bot.sandbox.confinement import Sandbox
 from bot.workspace import Mirror, add_worktree
-from bot.workspace.gitview import GitView
+from bot.workspace.gitview import GitSnapshot, GitView
 from bot.workspace.worktree import remove_worktree, sandbox_view
 from tests.support import bwrap_marker
 from tests.workspace.conftest import Git
@@ -106,4 +106,8 @@ async def test_a_confinement_with_a_git_view_is_never_made_on_the_event_loop(
         Sandbox().confinement(worktree=wt.path, home=home, git=view)
     assert not view.scratch.exists()
     jail = await asyncio.to_thread(Sandbox().confinement, worktree=wt.path, home=home, git=view)
-    assert jail.git == view and (view.scratch / "packed-refs").is_file()
+    assert isinstance(jail.git, GitSnapshot) and not view.scratch.exists()  # in memory: nothing on disk
+    shared = await asyncio.to_thread(
+        Sandbox().confinement, worktree=wt.path, home=home, git=view, git_session=True
+    )
+    assert shared.git == view and (view.scratch / "packed-refs").is_file()
