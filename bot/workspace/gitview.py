@@ -34,7 +34,8 @@ The copy is made in one of two places, from the same list of files (`GitView.ent
   twenty files and folders to remove and make again, each waiting for the disk's journal, with
   as few as can be (all refs in one file, no reflog, no modes or times copied, plain `os` calls).
 
-Either is file I/O, so it runs in a thread, never on the event loop (see `Sandbox.confinement`).
+Reading the bot's git (and making the copy on disk) is file I/O, so it runs in a thread, never on
+the event loop (see `Sandbox.confinement`); the memfds, memory alone, are made as each process starts.
 """
 
 from __future__ import annotations
@@ -156,9 +157,11 @@ class GitSnapshot:
                     made.append(fd := os.memfd_create(path.rpartition("/")[2]))
                     _write_all(fd, data)
                     os.lseek(fd, 0, os.SEEK_SET)
-        except BaseException:
+        except BaseException as exc:
             for fd in made:
                 os.close(fd)
+            if isinstance(exc, OSError):  # e.g. out of descriptors
+                raise _failed(exc) from exc
             raise
         return made
 

@@ -60,10 +60,11 @@ async def test_a_copy_a_sandbox_tampered_with_is_made_again_without_following_it
 
 def test_a_copy_that_cannot_be_made_says_why_without_a_server_path(tmp_path: Path) -> None:
     view = GitView(mirror=tmp_path / "gone.git", admin_id="story-001", scratch=tmp_path / "copy")
-    with pytest.raises(WorkspaceError) as caught:
-        view.refresh()
-    assert "could not be made (No such file or directory)" in caught.value.message
-    assert str(tmp_path) not in caught.value.message
+    for make in (view.refresh, view.snapshot):  # on disk, in memory
+        with pytest.raises(WorkspaceError) as caught:
+            make()
+        assert "could not be made (No such file or directory)" in caught.value.message
+        assert str(tmp_path) not in caught.value.message
 
 
 async def test_the_copy_holds_the_mirrors_refs_in_one_packed_refs_file(
