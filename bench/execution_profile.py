@@ -44,7 +44,7 @@ STEPS = [
     ("bot.orchestration.depcheck", "changed_dependencies", "dependency check: manifests"),
     ("bot.orchestration.story", "_gates", "gates (none here)"),
     ("bot.orchestration.engine", "merge_batch", "batch merge"),
-    ("bot.agent.external", "confinement_for", "agent: confinement (its git view copied)"),
+    ("bot.agent.external", "confinement_for", "agent: confinement (its git view read)"),
     ("bot.agent.external", "_egress", "agent: egress proxy (start and stop)"),
     ("bot.agent.external", "run_process", "agent: its process (start to end)"),
     ("bot.sandbox.confinement", "Confinement.argv", "bubblewrap's arguments (the plain script's too)"),
@@ -53,9 +53,11 @@ STEPS = [
     ("bot.sandbox.limits", "apply", "agent: limits set"),
     ("bot.sandbox.process", "_finish", "agent: group killed, output drained"),
     ("bot.agent.transcript", "Transcript.save", "agent: transcript saved"),
-    ("bot.workspace.gitview", "GitView._copy", "agent: its git view copied"),
-    ("bot.workspace.gitview", "remove_scratch", "agent: its git view's old copy removed"),
-    ("bot.workspace.gitview", "_copy_refs", "agent: its git view's refs copied"),
+    ("bot.workspace.gitview", "GitView.snapshot", "agent: its git view read into memory"),
+    ("bot.workspace.gitview", "GitSnapshot.files", "agent: its git view's memfds made"),
+    ("bot.workspace.gitview", "_copy_refs", "agent: its git view's refs read"),
+    ("bot.workspace.gitview", "GitView.refresh", "its git view copied to disk (built-in agent)"),
+    ("bot.workspace.gitview", "remove_scratch", "its git view's old copy on disk removed"),
 ]
 CONTEXTS = {"_egress"}
 """Steps that are async context managers: their entering and leaving are timed."""

@@ -86,10 +86,11 @@ class AgentTask(BaseModel):
 
 
 async def confinement_for(
-    task: AgentTask, *, network: bool = False, tools: Sequence[Path] = ()
+    task: AgentTask, *, network: bool = False, tools: Sequence[Path] = (), git_session: bool = False
 ) -> Confinement:
     """How this task's processes start (raises SandboxUnavailable when they must not start at all);
-    made once per agent run, with a fresh copy of its git made in a thread, off the event loop."""
+    made once per agent run, with its git read again in a thread, off the event loop. `git_session`:
+    its processes are one session and share one copy of that git (see `Sandbox.confinement`)."""
     return await asyncio.to_thread(
         task.sandbox.confinement,
         worktree=task.worktree,
@@ -99,6 +100,7 @@ async def confinement_for(
         readonly=[*task.protected, *task.shared],
         tools=tools,
         git=task.git,
+        git_session=git_session,
     )
 
 

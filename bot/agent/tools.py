@@ -79,7 +79,8 @@ class ToolContext:
             root=task.worktree,
             home=task.home,
             deny=tuple(task.deny),
-            confinement=await confinement_for(task),
+            # Its commands are one session: `git add` in one, `git commit` in the next.
+            confinement=await confinement_for(task, git_session=True),
             timeout_s=float(task.limits.tool_timeout_seconds),
             output_limit=task.limits.output_limit_chars,
             path=task.path,

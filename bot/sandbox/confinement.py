@@ -11,8 +11,10 @@ process runs under bubblewrap with:
 - its worktree and its HOME read-write; the worktree's `.git` file and existing `paths.deny`
   matches read-only on top;
 - its worktree's git (`GitView`): the mirror's objects read-only, a private copy of its refs,
-  tags and the worktree's HEAD and index read-write (see `bot.workspace.gitview`), made again for
-  each confinement: async code asks for one through `asyncio.to_thread`, never on the event loop;
+  tags and the worktree's HEAD and index read-write (see `bot.workspace.gitview`), read again for
+  each confinement (async code asks for one through `asyncio.to_thread`, never on the event loop)
+  and made in each process's own memory, or on disk for a confinement whose processes are one
+  session (`git_session`: the built-in agent's commands);
 - nothing else: not the rest of the data dir, the App's key, other mirrors, other worktrees, the
   server's HOME or working directory;
 - the operator's resource limits (`bot.sandbox.limits`): processes, open files, memory and the
@@ -49,12 +51,28 @@ STRICTNESS: dict[str, int] = {"off": 0, "none": 0, "auto": 1, "required": 2}
 
 
 class GitMounts(Protocol):
-    """A worktree's git as a confined process sees it (`bot.workspace.gitview.GitView`): made
-    again for each confinement, then mounted."""
+    """A worktree's git as a confined process sees it, made for one confinement: a copy on disk
+    (`bot.workspace.gitview.GitView`) or in memory (`GitSnapshot`), mounted for each process."""
 
-    def refresh(self) -> None: ...
+    def files(self) -> list[int]:
+        """Descriptors one process's bubblewrap reads its files from (closed once it started)."""
+        ...
 
-    def mounts(self) -> list[str]: ...
+    def mounts(self, files: Sequence[int], *, size: int) -> list[str]:
+        """Bubblewrap's options that show it, from those `files`; a tmpfs at most `size` bytes."""
+        ...
+
+
+class GitSource(GitMounts, Protocol):
+    """A worktree's git as the bot's git sees it now (`bot.workspace.gitview.GitView`)."""
+
+    def refresh(self) -> None:
+        """Make its copy on disk again (then it mounts that copy, shared by its processes)."""
+        ...
+
+    def snapshot(self) -> GitMounts:
+        """Read it into memory: each process then gets a copy of its own, in its own memory."""
+        ...
 
 
 class SandboxUnavailable(WorkspaceError):
@@ -88,13 +106,24 @@ def _namespaces(*, network: bool) -> list[str]:
 
 
 @functools.cache
-def bwrap_sizes_tmpfs(bwrap: str) -> bool:
-    """Whether this bubblewrap can size a tmpfs (`--size`, bubblewrap 0.7 and later)."""
+def _bwrap_help(bwrap: str) -> bytes:
     try:
         done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=20, check=False, env={})
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return b"--size" in done.stdout + done.stderr
+        return b""
+    return done.stdout + done.stderr
+
+
+def bwrap_sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bubblewrap can size a tmpfs (`--size`, bubblewrap 0.7 and later)."""
+    return b"--size" in _bwrap_help(bwrap)
+
+
+def bwrap_makes_files(bwrap: str) -> bool:
+    """Whether this bubblewrap can make a sandbox's git view in its memory: folders and files from
+    descriptors in a tmpfs (`--dir`, `--file`), filled from memfds (Linux 3.17 and later)."""
+    options = (b"--tmpfs ", b"--dir ", b"--file ")
+    return hasattr(os, "memfd_create") and all(option in _bwrap_help(bwrap) for option in options)
 
 
 def _system_mounts(*, tmp_size: int = 0) -> list[str]:
@@ -185,11 +214,23 @@ class Confinement:
     limits: Limits | None = None
     """What the process may use of the host (None: unconfined, nothing is limited)."""
 
+    def files(self) -> list[int]:
+        """The descriptors one process's bubblewrap makes its git view from (see `argv`); the
+        caller passes them on and closes them once it started (none when not confined)."""
+        return self.git.files() if self.confined and self.git is not None else []
+
     def argv(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], gate: tuple[int, int] | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        gate: tuple[int, int] | None = None,
+        files: Sequence[int] = (),
     ) -> list[str]:
         """`argv` wrapped in bubblewrap (unchanged when not confined). `gate`: the (info, block)
-        descriptors of a `bot.sandbox.limits.LimitGate`, which sets the limits before it runs."""
+        descriptors of a `bot.sandbox.limits.LimitGate`, which sets the limits before it runs;
+        `files`: what `files` gave for this process."""
         if not self.confined:
             return list(argv)
         program = shutil.which(self.bwrap) or self.bwrap
@@ -211,7 +252,7 @@ class Confinement:
         if self.worktree is not None and not cwd.is_relative_to(self.worktree):
             args += ["--ro-bind", str(cwd), str(cwd)]
         if self.git is not None:
-            args += self.git.mounts()
+            args += self.git.mounts(files, size=tmp_size)  # its memory, like /tmp
         for path in self.readonly:
             if path.exists() or path.is_symlink():
                 args += ["--ro-bind", str(path), str(path)]
@@ -310,14 +351,18 @@ class Sandbox:
         readonly: Sequence[Path] = (),
         tools: Sequence[Path] = (),
         writable: Sequence[Path] = (),
-        git: GitMounts | None = None,
+        git: GitSource | None = None,
+        git_session: bool = False,
     ) -> Confinement:
         """How to start one untrusted process in `worktree`; SandboxUnavailable when it must not run.
 
-        Confined, the worktree's `git` view is made again now: its processes start from what the
-        bot's git sees, and what earlier ones wrote to their copy of it is gone. That copy is file
-        I/O, so with a `git` view this refuses to run on an event loop's thread (it would hold up
-        every story and webhook meanwhile): call it through `asyncio.to_thread`.
+        Confined, the worktree's `git` view is read again now: its processes start from what the
+        bot's git sees, and what earlier ones wrote to their copy of it is gone. Each process gets
+        a copy of its own in its memory, unless the processes are one `git_session` (each sees
+        what the earlier ones wrote: the built-in agent's commands) or this bubblewrap cannot make
+        one: then they share one copy on disk, made now. Either is file I/O, so with a `git` view
+        this refuses to run on an event loop's thread (it would hold up every story and webhook
+        meanwhile): call it through `asyncio.to_thread`.
         """
         mode = self.effective(repo_setting)
         problem = self.problem() if mode != "off" else None
@@ -328,9 +373,14 @@ class Sandbox:
                 "PLAN_CASCADE_SANDBOX=off"
             )
         confined = mode != "off" and problem is None
+        mounted: GitMounts | None = None
         if confined and git is not None:
             _not_on_a_loop()
-            git.refresh()
+            if git_session or not bwrap_makes_files(shutil.which(self.bwrap) or self.bwrap):
+                git.refresh()
+                mounted = git
+            else:
+                mounted = git.snapshot()
         return Confinement(
             confined=confined,
             bwrap=self.bwrap,
@@ -342,6 +392,6 @@ class Sandbox:
             hidden=self.hidden,
             registry=self.registry,
             writable=tuple(writable),
-            git=git if confined else None,
+            git=mounted,
             limits=self.limits if confined else None,
         )

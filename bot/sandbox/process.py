@@ -240,11 +240,21 @@ async def confined_child(
     """
     limits = confinement.limits if confinement is not None and confinement.confined else None
     gate = LimitGate() if limits is not None and limits.any else None
-    if confinement is not None and confinement.confined:
-        # Finding the tool directories to show reads every PATH entry (~5 ms): not on the loop.
-        handshake = gate.child_fds if gate is not None else None
-        argv = await asyncio.to_thread(confinement.argv, argv, cwd=cwd, env=env, gate=handshake)
-    write_fd, output, transport = await open_pipe()
+    files: list[int] = []  # what bubblewrap makes the git view from, in memory: ours closed once it started
+    try:
+        if confinement is not None and confinement.confined:
+            files = confinement.files()
+            # Finding the tool directories to show reads every PATH entry (~5 ms): not on the loop.
+            handshake = gate.child_fds if gate is not None else None
+            argv = await asyncio.to_thread(
+                confinement.argv, argv, cwd=cwd, env=env, gate=handshake, files=files
+            )
+        write_fd, output, transport = await open_pipe()
+    except BaseException:
+        _close(files)
+        if gate is not None:
+            gate.close()
+        raise
     piped = streams == "stdio"
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
@@ -255,7 +265,7 @@ async def confined_child(
             stdout=asyncio.subprocess.PIPE if piped else write_fd,
             stderr=write_fd,
             start_new_session=True,
-            pass_fds=gate.child_fds if gate is not None else (),
+            pass_fds=(*(gate.child_fds if gate is not None else ()), *files),
             limit=limit,
         )
     )
@@ -283,6 +293,7 @@ async def confined_child(
         raise
     finally:
         os.close(write_fd)
+        _close(files)
         if gate is not None:
             gate.started()
     registry = confinement.registry if confinement is not None else None
@@ -299,6 +310,12 @@ async def confined_child(
             await asyncio.to_thread(child.group.remove)  # whatever is left inside, killed; the cgroup gone
         if registry is not None:
             registry.forget(proc.pid)
+
+
+def _close(fds: Iterable[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 async def run_process(

@@ -17,7 +17,7 @@ import pytest
 from bot.errors import WorkspaceError
 from bot.sandbox.confinement import Sandbox
 from bot.workspace import Mirror, add_worktree
-from bot.workspace.gitview import GitView
+from bot.workspace.gitview import GitSnapshot, GitView
 from bot.workspace.worktree import remove_worktree, sandbox_view
 from tests.support import bwrap_marker
 from tests.workspace.conftest import Git
@@ -60,10 +60,11 @@ async def test_a_copy_a_sandbox_tampered_with_is_made_again_without_following_it
 
 def test_a_copy_that_cannot_be_made_says_why_without_a_server_path(tmp_path: Path) -> None:
     view = GitView(mirror=tmp_path / "gone.git", admin_id="story-001", scratch=tmp_path / "copy")
-    with pytest.raises(WorkspaceError) as caught:
-        view.refresh()
-    assert "could not be made (No such file or directory)" in caught.value.message
-    assert str(tmp_path) not in caught.value.message
+    for make in (view.refresh, view.snapshot):  # on disk, in memory
+        with pytest.raises(WorkspaceError) as caught:
+            make()
+        assert "could not be made (No such file or directory)" in caught.value.message
+        assert str(tmp_path) not in caught.value.message
 
 
 async def test_the_copy_holds_the_mirrors_refs_in_one_packed_refs_file(
@@ -106,4 +107,8 @@ async def test_a_confinement_with_a_git_view_is_never_made_on_the_event_loop(
         Sandbox().confinement(worktree=wt.path, home=home, git=view)
     assert not view.scratch.exists()
     jail = await asyncio.to_thread(Sandbox().confinement, worktree=wt.path, home=home, git=view)
-    assert jail.git == view and (view.scratch / "packed-refs").is_file()
+    assert isinstance(jail.git, GitSnapshot) and not view.scratch.exists()  # in memory: nothing on disk
+    shared = await asyncio.to_thread(
+        Sandbox().confinement, worktree=wt.path, home=home, git=view, git_session=True
+    )
+    assert shared.git == view and (view.scratch / "packed-refs").is_file()
