@@ -42,7 +42,8 @@ def added_lines(diff: str) -> Iterator[AddedLine]:
             continue
         in_hunk = False
         if raw.startswith("+++ "):
-            target = raw[4:]
+            # git ends the line with a TAB when the name holds a space; a TAB in a name is quoted.
+            target = raw[4:].removesuffix("\t")
             path = None if target == "/dev/null" else _unquote(target).removeprefix("b/")
         elif raw.startswith("diff --git "):
             path = None
