@@ -125,9 +125,11 @@ def read_log(log: str) -> tuple[list[AddedLine], list[str]]:
                 paths.append(names[-1])
         if pos == header.end() or log[pos : pos + 1] != "\0":
             raise ValueError(f"git log output without its raw records or patch at character {pos}")
-        end = log.find("\n\0", pos + 1)
-        end = len(log) if end < 0 else end + 1
-        patches.append(log[pos + 1 : end])
+        pos += 1
+        end = log.find("\n\0", pos) + 1 or len(log)  # no patch line starts with NUL
+        if log[pos : pos + 1] == "\0":
+            end = pos  # no patch at all: the next commit follows the records (never seen, but read right)
+        patches.append(log[pos:end])
         pos = end
     lines = [line for patch in patches for line in added_lines(patch)]
     return lines, list(dict.fromkeys(path for paths in reversed(commits) for path in paths))

@@ -96,6 +96,14 @@ async def test_empty_commits_and_merges_are_read_as_their_first_parent_diff(tmp_
     assert sorted((a.path, a.line) for a in lines) == [("main.py", 1), ("side.py", 1), ("side.py", 1)]
 
 
+def test_a_commit_whose_records_have_no_patch_keeps_the_next_ones_names() -> None:
+    one = "\0commit " + "1" * 40 + "\0\n:000000 100644 0000000 1111111 A\0one\0\0"
+    two = "\0commit " + "2" * 40 + "\0\n:000000 100644 0000000 2222222 A\0two\0\0"
+    two += "diff --git a/two b/two\nnew file mode 100644\n--- /dev/null\n+++ b/two\n@@ -0,0 +1 @@\n+2\n"
+    assert read_log(one + two) == ([AddedLine("two", 1, "2")], ["two", "one"])
+    assert read_log(two + one) == ([AddedLine("two", 1, "2")], ["one", "two"])
+
+
 @pytest.mark.parametrize(
     "text",
     [
