@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.network.secretscan import scan  # noqa: E402
 from bot.workspace.mirror import Mirror  # noqa: E402
-from bot.workspace.outgoing import added_lines, commits_diff, outgoing_secrets  # noqa: E402
+from bot.workspace.outgoing import commits_diff, outgoing_secrets, read_log  # noqa: E402
 from bot.workspace.worktree import add_worktree, commit_all, head_sha  # noqa: E402
 from tests.execution_support import git, make_remote  # noqa: E402
 
@@ -80,7 +80,7 @@ async def main(lines: int, commits: int, runs: int) -> None:
         )
         read_s, diff = await timed(runs, lambda: commits_diff(wt, since=base, head=head))
         assert isinstance(diff, str)
-        added = list(added_lines(diff))
+        added, _ = read_log(diff)
 
         async def rules_only() -> object:
             return scan(added, known=known)

@@ -9,13 +9,15 @@ from typing import Any
 
 from bot.gates.dependencies import AdvisoryCache, AdvisoryLookup
 from bot.github import token_port
+from bot.orchestration.depcheck import changed_dependencies
 from bot.orchestration.engine import execute
 from bot.plan.state import PlanState, StoryStatus
 from bot.publishing.github import GitHubReporter
 from bot.rendering.pr_body import pr_body
 from bot.sandbox.confinement import Sandbox
 from bot.testing.fake_github import FakeGitHub
-from tests.execution_support import agent_script, approved_state, config_for, make_remote, make_run
+from bot.workspace.worktree import add_worktree
+from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 
 REPO = "octo/demo"
 ONE_STORY = """
@@ -218,3 +220,50 @@ async def test_a_changed_file_an_unchanged_requirements_file_includes_is_read(tm
     [run_] = checks(fake)
     assert run_.conclusion == "failure" and "pip pyyaml 5.3, in requirements.txt" in run_.output["summary"]
     assert "requests" not in run_.output["summary"]  # what base.txt had before is not new
+
+
+async def test_what_unchanged_requirements_files_include_is_read_once_per_base(tmp_path: Path) -> None:
+    """The stories of a batch share a base: which of its requirements files include what is read
+    there once (`Run.pip_includes`), and each story still gets exactly the files that include
+    what it changed; a requirements file a story changed is read as that story left it."""
+    files = {
+        "requirements.txt": "-r base.txt\n",
+        "requirements-dev.in": "-c base.txt\n--requirement=tools.txt\n",
+        "base.txt": "requests==2.31.0\n",
+        "tools.txt": "ruff==0.5.0\n",
+        "notes.txt": "hi\n",
+    }
+    run, _, _ = setup(tmp_path, "", NO_RETRY, files)
+    await run.mirror.fetch()
+    base = await run.commit_of("refs/remotes/origin/main")
+    wt = await add_worktree(
+        run.mirror, branch="plan-cascade/1/story-001", base_ref=base, path=tmp_path / "wt"
+    )
+
+    async def story(edits: dict[str, str]) -> list[tuple[str, str, str]]:
+        git("checkout", "-q", "--detach", base, cwd=wt.path)
+        for name, text in edits.items():
+            (wt.path / name).write_text(text)
+        git("commit", "-q", "-am", "story", cwd=wt.path)
+        head = git("rev-parse", "HEAD", cwd=wt.path)
+        found, unread = await changed_dependencies(run, base=base, head=head)
+        assert unread == []
+        return sorted((c.file, c.name, c.version) for c in found)
+
+    assert await story({"base.txt": "requests==2.31.0\npyyaml==5.3\n"}) == [
+        ("requirements-dev.in", "pyyaml", "5.3"),
+        ("requirements.txt", "pyyaml", "5.3"),
+    ]
+    assert await story({"tools.txt": "ruff==0.6.0\n"}) == [("requirements-dev.in", "ruff", "0.6.0")]
+    assert await story({"notes.txt": "more\n"}) == []
+    both = {"requirements.txt": "flask==3.0.0\n", "base.txt": "pyyaml==5.3\n"}
+    assert await story(both) == [
+        ("requirements-dev.in", "pyyaml", "5.3"),
+        ("requirements.txt", "flask", "3.0.0"),
+    ]
+    assert run.pip_includes == {
+        base: [
+            ("requirements-dev.in", frozenset({"base.txt", "tools.txt"})),
+            ("requirements.txt", frozenset({"base.txt"})),
+        ]
+    }

@@ -7,7 +7,9 @@ a result the story's attempt counts like a gate's (a failure goes back to the ag
 advisory and its fixed version). Without changed dependency files nothing is reported.
 Requirements files are read as pip reads them, with the files they include (`-r`, `-c`) inside
 the repository; what is not read (files past `MAX_FILES`, too large, an include outside the
-repository) is named in the check, which is then neutral, never a pass.
+repository) is named in the check, which is then neutral, never a pass. A requirements file the
+change left alone is read when it includes a changed file; which files include what is read at
+the base, once per base commit (a batch's stories share it): an unchanged file is the same there.
 A GitHub error makes the check neutral ("not checked"), never a failed story: the agent could
 not fix it. Local runs have no Advisory Database (`run.advisories` is None) and skip it.
 """
@@ -36,6 +38,8 @@ MAX_INCLUDES = 50
 """Files one requirements file may include (`-r`, `-c`, recursively) that are read."""
 PIP_NAMES = (".txt", ".in")
 """A changed file named so may be included by a requirements file that did not change."""
+MAX_BASES = 64
+"""Base commits whose requirements files' includes a run keeps (then it starts over)."""
 
 
 async def changed_dependencies(run: Run, *, base: str, head: str) -> tuple[list[Change], list[str]]:
@@ -49,7 +53,7 @@ async def changed_dependencies(run: Run, *, base: str, head: str) -> tuple[list[
             added[fields[2]] = int(fields[0]) if fields[0].isdigit() else 0
     paths = [p for p in added if is_dependency_file(p)]
     if any(p.endswith(PIP_NAMES) for p in added if p not in paths):
-        paths += await _includers(run, head, changed=set(added), known=set(paths))
+        paths += await _includers(run, base, changed=set(added), known=set(paths))
     paths.sort(key=lambda p: -added.get(p, 0))  # empty files cannot hide a real manifest
     unread = [f"{p}: not read, a check reads at most {MAX_FILES} dependency files" for p in paths[MAX_FILES:]]
     found: list[Change] = []
@@ -62,22 +66,38 @@ async def changed_dependencies(run: Run, *, base: str, head: str) -> tuple[list[
     return found, unread
 
 
-async def _includers(run: Run, head: str, *, changed: set[str], known: set[str]) -> list[str]:
-    """Requirements files at `head` (unchanged ones) that include a changed file: those naming an
-    include option (`git grep`, one call) are read."""
+async def _includers(run: Run, base: str, *, changed: set[str], known: set[str]) -> list[str]:
+    """Requirements files that did not change (so are the same at the head as at `base`) that
+    include a changed file. Those at `base` naming an include option (`git grep`, one call) and
+    what each includes are read once per base (`Run.pip_includes`): a batch's stories share it."""
+    async with run.pip_includes_lock:
+        listed = run.pip_includes.get(base)
+        if listed is None:
+            listed = await _pip_includes(run, base)
+            if len(run.pip_includes) >= MAX_BASES:
+                run.pip_includes.clear()
+            run.pip_includes[base] = listed
+    # A changed requirements file is in `known` (read as it is at the head), never taken from here.
+    return [p for p, included in listed if p not in known and p not in changed and included & changed]
+
+
+async def _pip_includes(run: Run, rev: str) -> list[tuple[str, frozenset[str]]]:
+    """The requirements files at `rev` that name an include option, with the repository paths
+    each includes (those outside it never changed), in the repository's order."""
     flags = [arg for flag in ("-r", "-c", "--requirement", "--constraint") for arg in ("-e", flag)]
     grep = await run.mirror.git(
-        "grep", "-l", "-z", "-F", "-I", *flags, head, "--", *(f"*{suffix}" for suffix in PIP_NAMES),
+        "grep", "-l", "-z", "-F", "-I", *flags, rev, "--", *(f"*{suffix}" for suffix in PIP_NAMES),
         check=False,
     )  # fmt: skip
     found = []
     for name in grep.stdout.split("\0"):
-        path = name.removeprefix(f"{head}:")
-        if not path or path in known or not is_dependency_file(path):
+        path = name.removeprefix(f"{rev}:")
+        if not path or not is_dependency_file(path):
             continue
-        data = await _read(run, head, path)
-        if data is not None and any(i.path in changed for i in includes(path, decode(data))):
-            found.append(path)
+        data = await _read(run, rev, path)
+        if data is not None:
+            included = frozenset(i.path for i in includes(path, decode(data)) if i.path is not None)
+            found.append((path, included))
     return found
 
 

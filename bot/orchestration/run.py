@@ -100,6 +100,10 @@ class Run:
     """(mirror, commit, what was looked for) of the heads scanned clean, with every commit before
     them that the remote lacked (`orchestration.secretgate`): pushing them again scans nothing.
     The server shares one set between its runs; a run made without one keeps its own."""
+    pip_includes: dict[str, list[tuple[str, frozenset[str]]]] = field(default_factory=dict)
+    """Base commit → its requirements files that name an include option, each with the repository
+    paths it includes (`orchestration.depcheck`): read once per base, not once per story."""
+    pip_includes_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     identity: CommitIdentity | None = None
     """Who the run's commits are by (the App's bot, learned from GitHub) and whom story commits
     credit; None: the repository config's author, else the defaults."""

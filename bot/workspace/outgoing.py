@@ -2,12 +2,13 @@
 
 A push sends every commit between what the remote has and the new head, not just their sum:
 a credential added by one commit and removed by the next still travels. So each commit of
-`since..head` is read on its own (`git log -p`), with the bot's hardened git, as text
-(`--text`: a credential in a file git thinks binary is found too), without the repository's
+`since..head` is read on its own, in one `git log -p --raw -z`, with the bot's hardened git, as
+text (`--text`: a credential in a file git thinks binary is found too), without the repository's
 diff drivers or text conversions (`--no-ext-diff --no-textconv`), rename-aware (a moved file
 adds no lines), and with at most `MAX_DIFF_BYTES` read: a bigger change is refused whole,
 since what was not read cannot be said to be clean. Every path a commit adds, copies or renames
-to is scanned as well, with the same rules: a name is pushed too.
+to (its `--raw` record, NUL-separated: read whole, whatever the name holds) is scanned as well,
+with the same rules: a name is pushed too.
 """
 
 from __future__ import annotations
@@ -21,14 +22,20 @@ from bot.workspace.git import OutputTooLarge
 from bot.workspace.worktree import Worktree
 
 MAX_DIFF_BYTES = 64 * 2**20
-"""Diff text a scan reads at most; past it the change is refused (rule `TOO_LARGE`)."""
+"""Log text (patches and their raw records) a scan reads at most; past it the change is refused
+(rule `TOO_LARGE`)."""
 TOO_LARGE = "change too large to scan"
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+_COMMIT = re.compile(r"\0commit [0-9a-f]{40,64}\0(\n?)")
+"""A commit's header in `commits_diff` (`-z` ends it with NUL; a newline follows when it changed
+something)."""
+_RAW = re.compile(r":[0-7]{6} [0-7]{6} [0-9a-f]+ [0-9a-f]+ ([ACDMRTUX])[0-9]*\0")
+"""One `--raw -z` record up to its path(s): two for a copy or a rename (from, to), else one."""
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", '"': '"', "\\": "\\"}
 
 
 def added_lines(diff: str) -> Iterator[AddedLine]:
-    """The added lines of `git log -p -U0` output, each with its file and line number."""
+    """The added lines of `git log -p -U0` patches, each with its file and line number."""
     path: str | None = None
     number = 0
     in_hunk = False
@@ -42,7 +49,8 @@ def added_lines(diff: str) -> Iterator[AddedLine]:
             continue
         in_hunk = False
         if raw.startswith("+++ "):
-            target = raw[4:]
+            # git ends the line with a TAB when the name holds a space; a TAB in a name is quoted.
+            target = raw[4:].removesuffix("\t")
             path = None if target == "/dev/null" else _unquote(target).removeprefix("b/")
         elif raw.startswith("diff --git "):
             path = None
@@ -72,27 +80,59 @@ def _unquote(name: str) -> str:
 
 
 async def commits_diff(wt: Worktree, *, since: str, head: str) -> str:
-    """The patches of every commit in `since..head`, oldest first (raises OutputTooLarge)."""
+    """Every commit of `since..head`, oldest first: its header, its raw records (`-z`), its
+    patch (see `read_log`; raises OutputTooLarge)."""
     result = await wt.mirror.git(
         "-c", "core.quotepath=on",
-        "log", "--reverse", "-p", "-U0", "--text", "--no-color", "--no-ext-diff", "--no-textconv",
-        "--find-renames", "--diff-merges=first-parent", "--format=%x00commit %H",
+        "log", "--reverse", "-p", "--raw", "-z", "-U0", "--text", "--no-color", "--no-ext-diff",
+        "--no-textconv", "--find-renames", "--diff-merges=first-parent", "--format=%x00commit %H",
         "--end-of-options", f"{since}..{head}", "--",
         max_output=MAX_DIFF_BYTES,
     )  # fmt: skip
     return result.stdout
 
 
-async def added_paths(wt: Worktree, *, since: str, head: str) -> list[str]:
-    """Every path a commit of `since..head` adds, copies or renames to, once each: a name is
-    pushed too (an empty file adds no line, a rename none)."""
-    result = await wt.mirror.git(
-        "log", "--format=", "--name-only", "-z", "--diff-filter=ACR", "--find-renames",
-        "--diff-merges=first-parent", "--no-ext-diff", "--no-textconv",
-        "--end-of-options", f"{since}..{head}", "--",
-        max_output=MAX_DIFF_BYTES,
-    )  # fmt: skip
-    return list(dict.fromkeys(p.strip("\n") for p in result.stdout.split("\0") if p.strip("\n")))
+def read_log(log: str) -> tuple[list[AddedLine], list[str]]:
+    """The added lines of `commits_diff` output, and every path a commit adds, copies or renames
+    to, once each, newest commit first (a name is pushed too: an empty file adds no line, a
+    rename none). Raises ValueError on output that is not such a log.
+
+    Each commit is `\\0commit <sha>\\0`; when it changed something, a newline, its raw records
+    (NUL-terminated fields), a NUL, and its patch, whose lines all start with a character other
+    than NUL (an added line with `+`): the patch ends at the first line that starts with NUL."""
+    patches: list[str] = []
+    commits: list[list[str]] = []
+    pos = 0
+    while pos < len(log):
+        header = _COMMIT.match(log, pos)
+        if header is None:
+            raise ValueError(f"not git log output at character {pos}")
+        pos = header.end()
+        paths: list[str] = []
+        commits.append(paths)
+        if not header.group(1):
+            continue  # an empty commit (or a merge that brings nothing over its first parent)
+        while record := _RAW.match(log, pos):
+            pos = record.end()
+            names: list[str] = []
+            for _ in range(2 if record.group(1) in "CR" else 1):
+                end = log.find("\0", pos)
+                if end < 0:
+                    raise ValueError(f"a raw record of git log cut short at character {pos}")
+                names.append(log[pos:end])
+                pos = end + 1
+            if record.group(1) in "ACR":
+                paths.append(names[-1])
+        if pos == header.end() or log[pos : pos + 1] != "\0":
+            raise ValueError(f"git log output without its raw records or patch at character {pos}")
+        pos += 1
+        end = log.find("\n\0", pos) + 1 or len(log)  # no patch line starts with NUL
+        if log[pos : pos + 1] == "\0":
+            end = pos  # no patch at all: the next commit follows the records (never seen, but read right)
+        patches.append(log[pos:end])
+        pos = end
+    lines = [line for patch in patches for line in added_lines(patch)]
+    return lines, list(dict.fromkeys(path for paths in reversed(commits) for path in paths))
 
 
 async def outgoing_secrets(
@@ -101,13 +141,18 @@ async def outgoing_secrets(
     """Credentials in what pushing `head` would send beyond `since`, in its lines and in its
     paths (empty: it may go)."""
     try:
-        diff = await commits_diff(wt, since=since, head=head)
-        paths = await added_paths(wt, since=since, head=head)
+        log = await commits_diff(wt, since=since, head=head)
     except OutputTooLarge:
         return [Finding(f"more than {MAX_DIFF_BYTES // 2**20} MB of changes", 0, TOO_LARGE)]
-    names = [AddedLine(path, NAME_LINE, path) for path in paths]
-    # The rules' regular expressions over every added line (and every path) are CPU work: off the loop.
-    return await asyncio.to_thread(lambda: scan([*added_lines(diff), *names], known=known, ignore=ignore))
+
+    def scanned() -> list[Finding]:
+        lines, paths = read_log(log)
+        names = [AddedLine(path, NAME_LINE, path) for path in paths]
+        return scan([*lines, *names], known=known, ignore=ignore)
+
+    # Reading the log and the rules' regular expressions over every added line (and every path)
+    # are CPU work: off the loop.
+    return await asyncio.to_thread(scanned)
 
 
 async def uncommit(wt: Worktree, *, to: str) -> None:
