@@ -28,7 +28,7 @@ from bot.plan.state import StoryStatus
 from bot.sandbox.confinement import Sandbox
 from bot.sandbox.process import scrubbed_env
 from bot.workspace.mirror import FETCH_REFSPEC, Mirror
-from bot.workspace.policy import policy_violations, protected_paths
+from bot.workspace.policy import policy_violations, protected_paths, revert
 from bot.workspace.worktree import add_worktree, commit_all
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 from tests.support import bwrap_marker
@@ -246,3 +246,30 @@ async def test_a_required_sandbox_without_bubblewrap_runs_nothing(tmp_path: Path
     story = run.state.stories["STORY-001"]
     assert story.status == StoryStatus.FAILED and not ran.exists()
     assert "PLAN_CASCADE_SANDBOX=required" in (story.reason or "") and "not installed" in (story.reason or "")
+
+
+async def test_changes_to_denied_paths_are_undone_whether_staged_or_not(tmp_path: Path) -> None:
+    """The engine lists the agent's changes while it stages them: a denied path's change is undone
+    either way (a committed file restored, a new one deleted and unstaged), the rest is kept."""
+    remote = make_remote(tmp_path, {"README.md": "# demo\n", "locked/kept.txt": "kept\n"})
+    mirror = Mirror(root=tmp_path / "data", clone_url=f"file://{remote}")
+    await mirror.ensure()
+    await mirror.fetch()
+    for staged in (False, True):
+        wt = await add_worktree(
+            mirror, branch=f"b{staged}", base_ref="refs/remotes/origin/main", path=tmp_path / f"wt{staged}"
+        )
+        (wt.path / "locked" / "kept.txt").write_text("changed\n")
+        (wt.path / "locked" / "new.txt").write_text("new\n")
+        (wt.path / "fine.txt").write_text("fine\n")
+        if staged:
+            await wt.git("add", "-A")
+        problems = await policy_violations(wt, deny=["locked/**"])
+        assert sorted(problems) == ["locked/kept.txt", "locked/new.txt"]
+        await revert(wt, problems)
+        assert (wt.path / "locked" / "kept.txt").read_text() == "kept\n"
+        assert not (wt.path / "locked" / "new.txt").exists()
+        sha = await commit_all(wt, message="m", author_name="a", author_email="a@example.com", trailers={})
+        assert sha is not None
+        shown = await wt.git("show", "--name-only", "--format=", sha)
+        assert shown.stdout.split() == ["fine.txt"]

@@ -38,7 +38,15 @@ from bot.plan import Story
 from bot.plan.records import add_tool_uses
 from bot.plan.state import StoryStatus
 from bot.workspace.policy import policy_violations, revert, violation_feedback
-from bot.workspace.worktree import Worktree, add_worktree, cleanup, commit_all, head_sha, sandbox_view
+from bot.workspace.worktree import (
+    Worktree,
+    add_worktree,
+    cleanup,
+    commit_staged,
+    head_sha,
+    sandbox_view,
+    stage_all,
+)
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +189,10 @@ async def _attempts(
             await run.story(story.id, attempts=attempt)
             result = await _run_agent(run, story, wt, home, phase=phase, feedback=feedback, attempt=attempt)
             await run.reached("agent-finished", story.id)
-            violations = await policy_violations(wt, deny=run.config.paths.deny)
+            # What changed is listed and staged at once (two git processes side by side): the
+            # listing reads the same changes staged or not, and nothing is committed before it.
+            deny = run.config.paths.deny
+            violations, _ = await asyncio.gather(policy_violations(wt, deny=deny), stage_all(wt))
             if violations:
                 log.warning("%s changed protected paths, undone: %s", story.id, ", ".join(violations))
                 await revert(wt, violations)
@@ -195,7 +206,7 @@ async def _attempts(
                     reason="the agent changed paths it may not change: " + ", ".join(violations[:10]),
                 )
                 return
-            sha = await commit_all(
+            sha = await commit_staged(
                 wt,
                 message=f"{story.id}: {story.title}",
                 author_name=run.author.name,

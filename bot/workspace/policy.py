@@ -60,12 +60,17 @@ def _may_match(root: Path, deny: Sequence[str]) -> bool:
 
 
 async def policy_violations(wt: Worktree, *, deny: Sequence[str]) -> list[str]:
-    """Changed paths the agent must not change (empty when the run kept to the rules)."""
+    """Changed paths the agent must not change (empty when the run kept to the rules). What it
+    lists is the same whether the changes are staged or not: the caller may stage them meanwhile."""
     problems: list[str] = []
     link = wt.path / ".git"
     if link.is_symlink() or not link.is_file() or link.read_text(errors="replace") != git_file(wt.admin):
         problems.append(".git")
-    status = await wt.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    # No optional lock: `git add -A` may stage the same changes meanwhile (`git status` would
+    # otherwise take the index's lock to refresh it, and the add would fail on it).
+    status = await wt.git(
+        "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
+    )
     root = wt.path.resolve()
     for entry in status.stdout.split("\0"):
         if len(entry) < 4:
@@ -85,7 +90,8 @@ async def policy_violations(wt: Worktree, *, deny: Sequence[str]) -> list[str]:
 
 
 async def revert(wt: Worktree, problems: Sequence[str]) -> None:
-    """Undo the offending changes: restore tracked paths, delete new ones, rewrite the `.git` file."""
+    """Undo the offending changes, staged or not: restore committed paths, delete (and unstage) new
+    ones, rewrite the `.git` file."""
     link = wt.path / ".git"
     for problem in problems:
         name = problem.split(" (", 1)[0]
@@ -93,12 +99,13 @@ async def revert(wt: Worktree, problems: Sequence[str]) -> None:
             await asyncio.to_thread(remove_tree, link)
             link.write_text(git_file(wt.admin))
             continue
-        tracked = await wt.git("ls-files", "--error-unmatch", "--", name, check=False)
+        committed = await wt.git("ls-tree", "-z", "--name-only", "HEAD", "--", name)
         full = wt.path / name
-        if tracked.returncode == 0:
+        if committed.stdout:  # as HEAD has it, in the index and the worktree
             await wt.git("checkout", "HEAD", "--", name)
         else:  # a folder the agent made may be unreadable, or deep: removed off the event loop
             await asyncio.to_thread(remove_tree, full)
+            await wt.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", name)  # if staged
 
 
 def violation_feedback(problems: Sequence[str]) -> str:
