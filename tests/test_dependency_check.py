@@ -4,8 +4,11 @@ the fixed version), a clean one is listed and passes, and the PR body shows them
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bot.gates.dependencies import AdvisoryCache, AdvisoryLookup
 from bot.github import token_port
@@ -267,3 +270,51 @@ async def test_what_unchanged_requirements_files_include_is_read_once_per_base(t
             ("requirements.txt", frozenset({"base.txt"})),
         ]
     }
+
+
+async def test_the_dependency_files_are_read_while_the_story_is_pushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read does not wait for the push (nor the push for the read): they run side by side."""
+    from bot.orchestration import depcheck, story
+
+    reading = asyncio.Event()
+    real_changes, real_publish = depcheck.changed_dependencies, story.publish_story
+    pushed_after_read: list[bool] = []
+
+    async def changes(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        return await real_changes(*args, **kwargs)
+
+    async def publish(*args: Any, **kwargs: Any) -> Any:
+        try:
+            await asyncio.wait_for(reading.wait(), timeout=5)
+            pushed_after_read.append(True)
+        except TimeoutError:
+            pushed_after_read.append(False)
+        return await real_publish(*args, **kwargs)
+
+    monkeypatch.setattr(depcheck, "changed_dependencies", changes)
+    monkeypatch.setattr(story, "publish_story", publish)
+    run, fake, _ = setup(tmp_path, 'echo "pyyaml==5.3" >> "$2/requirements.txt"\n', NO_RETRY)
+    state = await execute(run)
+    assert pushed_after_read == [True]  # the read had begun while the push waited
+    assert state.stories["STORY-001"].status == StoryStatus.FAILED
+    [run_] = checks(fake)
+    assert run_.conclusion == "failure" and "pip pyyaml 5.3" in run_.output["summary"]
+
+
+async def test_a_read_of_another_head_is_not_used(tmp_path: Path) -> None:
+    """GitHub may make the pushed commit again (signed): the check then reads the head it reports on."""
+    from bot.orchestration.depcheck import DependencyRead
+
+    run, _, _ = setup(tmp_path, "", NO_RETRY)
+    await run.mirror.fetch()
+    base = await run.commit_of("refs/remotes/origin/main")
+    read = DependencyRead(run, base_ref=base, head=base)
+    assert await read.result(base) == ([], [])
+    assert await read.result("0" * 40) is None
+    failing = DependencyRead(run, base_ref=base, head="f" * 40)  # no such commit: its read fails
+    await asyncio.sleep(0.5)
+    failing.cancel()  # an unwanted read's error is dropped, never reported as unretrieved
+    assert failing.task.done()

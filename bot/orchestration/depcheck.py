@@ -144,15 +144,42 @@ async def _read(run: Run, rev: str, path: str, unread: list[str] | None = None) 
     return shown.raw if shown.returncode == 0 else None
 
 
+class DependencyRead:
+    """What `head`'s dependency files change since the base, read in the background (beside the
+    secret scan and the push of `head`, which read nothing it writes) until the check wants it."""
+
+    def __init__(self, run: Run, *, base_ref: str, head: str) -> None:
+        self.head = head
+        self.task = asyncio.ensure_future(_changes(run, base_ref=base_ref, head=head))
+
+    async def result(self, head: str) -> tuple[list[Change], list[str]] | None:
+        """The read, when it was of `head` (else None: the caller reads again)."""
+        return await self.task if head == self.head else None
+
+    def cancel(self) -> None:
+        """Not wanted (the attempt ended before its check): stop it, and never raise its error."""
+        self.task.cancel()
+        if self.task.done() and not self.task.cancelled():
+            self.task.exception()  # read, so it is not reported as never retrieved
+
+
+async def _changes(run: Run, *, base_ref: str, head: str) -> tuple[list[Change], list[str]]:
+    if run.advisories is None or not run.config.dependencies.check:
+        return [], []
+    base = await run.commit_of(base_ref)
+    return await changed_dependencies(run, base=base, head=head)
+
+
 async def check_dependencies(
-    run: Run, story_id: str, *, base_ref: str, head: str, attempt: int
+    run: Run, story_id: str, *, base_ref: str, head: str, attempt: int, read: DependencyRead | None = None
 ) -> list[GateResult]:
-    """The `dependencies` gate of `head` (empty when it changes no dependency file, or is off)."""
+    """The `dependencies` gate of `head` (empty when it changes no dependency file, or is off);
+    with `read`, what it read of `head` already."""
     lookup = run.advisories
     if lookup is None or not run.config.dependencies.check:
         return []
-    base = await run.commit_of(base_ref)
-    found, unread = await changed_dependencies(run, base=base, head=head)
+    done = await read.result(head) if read is not None else None
+    found, unread = done if done is not None else await _changes(run, base_ref=base_ref, head=head)
     record = run.state.stories[story_id]
     if not found and not unread:
         if record.dependencies:  # an earlier attempt's list no longer holds

@@ -14,7 +14,7 @@ from bot.gates.detect import GateSpec, gates_from_config
 from bot.gates.report import GateResult, conclusion, failure_feedback
 from bot.gates.run import run_gates
 from bot.network import secretscan
-from bot.orchestration.depcheck import check_dependencies
+from bot.orchestration.depcheck import DependencyRead, check_dependencies
 from bot.orchestration.envcopy import reuse_base_environment, setup_files_changed
 from bot.orchestration.judging import base_judge
 from bot.orchestration.pushing import publish_story
@@ -225,36 +225,43 @@ async def _attempts(
                     reason=reason or f"the agent ({result.agent}) changed nothing",
                 )
                 return
-        if head != scanned:  # no credential leaves: the commits are undone, the agent told
-            findings = await hold_back(run, story.id, wt, since=scanned, head=head)
-            if findings:
-                feedback = secretscan.feedback(findings)
-                if attempt < max_attempts:
+        # The dependency files are read beside the secret scan and the push (none writes what it reads).
+        read = DependencyRead(run, base_ref=base_ref, head=head)
+        try:
+            if head != scanned:  # no credential leaves: the commits are undone, the agent told
+                findings = await hold_back(run, story.id, wt, since=scanned, head=head)
+                if findings:
+                    feedback = secretscan.feedback(findings)
+                    if attempt < max_attempts:
+                        continue
+                    reason = secretscan.failure(findings, attempts=attempt)
+                    await run.story(story.id, important=True, status=StoryStatus.FAILED, reason=reason)
+                    return
+                scanned = head
+            if sha is not None and not resumed:  # saved before the push: a crash from here resumes from it
+                await run.story(story.id, important=True, commit=head)
+                await run.reached("committed", story.id)
+            if sha is not None and run.push:  # GitHub may make the commit again (signed): then it is GitHub's
+                head = scanned = await publish_story(run, story.id, wt.branch, head)
+                await run.reached("pushed", story.id)
+            if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
+                setup, setup_head = await prepare(run, wt, home), head
+                await run.note_blocked(story.id, setup.blocked if setup is not None else [])
+                if setup is not None and not setup.passed:
+                    gates = run.state.stories[story.id].gates
+                    await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
+                    await report_setup(run, setup, scope=story.id, head=head)
+                    feedback = setup_feedback(setup)
                     continue
-                reason = secretscan.failure(findings, attempts=attempt)
-                await run.story(story.id, important=True, status=StoryStatus.FAILED, reason=reason)
-                return
-            scanned = head
-        if sha is not None and not resumed:  # saved before it is pushed: a crash from here on resumes from it
-            await run.story(story.id, important=True, commit=head)
-            await run.reached("committed", story.id)
-        if sha is not None and run.push:  # GitHub may make the commit again (signed): then it is GitHub's
-            head = scanned = await publish_story(run, story.id, wt.branch, head)
-            await run.reached("pushed", story.id)
-        if setup is not None and (not setup.passed or await setup_files_changed(run, setup_head, head)):
-            setup, setup_head = await prepare(run, wt, home), head
-            await run.note_blocked(story.id, setup.blocked if setup is not None else [])
-            if setup is not None and not setup.passed:
+            if setup is not None:  # each commit's checks show the environment its gates ran in
                 gates = run.state.stories[story.id].gates
                 await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
                 await report_setup(run, setup, scope=story.id, head=head)
-                feedback = setup_feedback(setup)
-                continue
-        if setup is not None:  # each commit's checks show the environment its gates ran in
-            gates = run.state.stories[story.id].gates
-            await run.story(story.id, gates={**gates, SETUP_GATE: conclusion(setup)})
-            await report_setup(run, setup, scope=story.id, head=head)
-        checked = await check_dependencies(run, story.id, base_ref=base_ref, head=head, attempt=attempt)
+            checked = await check_dependencies(
+                run, story.id, base_ref=base_ref, head=head, attempt=attempt, read=read
+            )
+        finally:
+            read.cancel()
         results = [*checked, *await _gates(run, story, wt, home, head, attempt)]
         failed = [r for r in results if not r.passed]
         if result.status != "finished" and not results:
