@@ -62,6 +62,8 @@ def with_libyaml(loader: type[yaml.SafeLoader]) -> type[yaml.SafeLoader] | None:
     """A loader parsing with libyaml and constructing as `loader` does (None without libyaml).
 
     Use it through `load`, which hands `loader` every document this one does not read alike.
+    Only `loader`'s constructors and resolvers are used: an override of its scanner, parser or
+    composer (beyond refusing aliases, which sends the document to `loader`) is not seen here.
     """
     if _CParser is None:
         return None
