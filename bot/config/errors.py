@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
+from bot.config.yamlfast import load, with_libyaml
 from bot.config.yamlshape import shape_problem
 from bot.errors import RepoConfigError
 
@@ -156,6 +157,9 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+_FastLoader = with_libyaml(_Loader)
+
+
 def parse_config_yaml(text: str) -> object:
     """The YAML document in `text`; a syntax error, a repeated key or a document too big or too
     deep to read raises RepoConfigError."""
@@ -163,7 +167,7 @@ def parse_config_yaml(text: str) -> object:
     if shape is not None:
         raise config_error([f"{FILE_KEY}: {shape}: keep the file small and flat (see docs/configuration.md)"])
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        return load(text, loader=_Loader, fast=_FastLoader)
     except yaml.YAMLError as exc:
         raise config_error([yaml_problem(exc)]) from exc
 

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError
 
+from bot.config.yamlfast import load, with_libyaml
 from bot.config.yamlshape import shape_problem
 from bot.errors import PlanValidationError
 
@@ -51,6 +52,10 @@ _PlanLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP_TAG]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+_FastPlanLoader = with_libyaml(_PlanLoader)
+"""The same, parsing with libyaml (None without it); `load` leaves it what it reads alike."""
 
 
 class _DuplicateKeyError(ValueError):
@@ -104,7 +109,7 @@ def load_document(text: str) -> Any:
         except (ValueError, RecursionError) as exc:
             raise _fail(f"JSON could not be read: {exc}") from None
     try:
-        return yaml.load(text, Loader=_PlanLoader)  # noqa: S506 - a SafeLoader subclass
+        return load(text, loader=_PlanLoader, fast=_FastPlanLoader)
     except yaml.YAMLError as exc:
         raise _fail(json_problem or _yaml_problem(exc, text)) from None
     except (ValueError, OverflowError) as exc:  # explicit tags such as !!int or !!timestamp

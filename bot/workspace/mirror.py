@@ -78,13 +78,25 @@ def mirror_slug(clone_url: str) -> str:
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
+def file_bytes(path: str) -> bytes:
+    """The file's bytes, read without the cost of a text file object (git's small files)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_ref(git_dir: Path, ref: str) -> str | None:
     """The sha `ref` names, read from the files as git writes them (a loose ref, else
     `packed-refs`) without starting git: "" when it is surely absent, None when unsure."""
     if ".." in ref.split("/") or not ref.startswith("refs/"):
         return None
     try:
-        loose = (git_dir / ref).read_text().strip()
+        loose = file_bytes(str(git_dir / ref)).strip().decode("latin-1")  # a sha is ASCII: byte for char
     except FileNotFoundError:
         loose = None
     except OSError:
@@ -128,6 +140,8 @@ class Mirror:
         self._lock = asyncio.Lock()
         self.worktree_lock = asyncio.Lock()
         """Serialises `git worktree add/remove/prune`: they write the mirror's shared config."""
+        self.worktree_admins: dict[Path, Path] = {}
+        """Worktree path → its entry in ``worktrees/`` as `admin_dir` last found it (a hint it confirms)."""
         self._verified: tuple[int, int, int, int] | None = None
         """The config file's (inode, size, mtime, ctime) when `verify_config` last passed it."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,21 +24,33 @@ from bot.errors import WorkspaceError
 from bot.sandbox.removal import discard, remove_tree
 from bot.workspace.git import GitResult, run_git
 from bot.workspace.gitview import GitView, remove_scratch, scratch_for
-from bot.workspace.mirror import Mirror, read_ref
+from bot.workspace.mirror import Mirror, file_bytes, read_ref
 
 log = logging.getLogger(__name__)
 
 
 def admin_dir(mirror: Mirror, path: Path) -> Path | None:
-    """The mirror's directory for the worktree at ``path`` (``<mirror>/worktrees/<id>``), if any."""
+    """The mirror's directory for the worktree at ``path`` (``<mirror>/worktrees/<id>``), if any.
+
+    The entry found last for ``path`` is tried first: it stands if its ``gitdir`` (the mirror's
+    record, never the worktree's own ``.git``) still names the worktree, as git keeps one entry
+    per worktree path; otherwise (the worktree removed, its entry reused) every entry is read.
+    """
     wanted = str(path / ".git")
+    known = mirror.worktree_admins.get(path)
+    if known is not None:
+        with contextlib.suppress(OSError):
+            if file_bytes(os.path.join(known, "gitdir")).strip() == os.fsencode(wanted):
+                return known
     root = mirror.path / "worktrees"
     for entry in sorted(root.iterdir()) if root.is_dir() else []:
         try:
             if (entry / "gitdir").read_text().strip() == wanted:
+                mirror.worktree_admins[path] = entry
                 return entry
         except OSError:
             continue
+    mirror.worktree_admins.pop(path, None)
     return None
 
 

@@ -1,6 +1,7 @@
 """The shortcuts that cut git processes keep their guarantees: a changed mirror config is still
 caught, refs read from files agree with git, a push leases on what the mirror last saw and
-asks the remote only when that fails, and no listing is made when no deny glob can match."""
+asks the remote only when that fails, no listing is made when no deny glob can match, and a
+worktree's remembered entry in the mirror is confirmed before it is used."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from bot.errors import WorkspaceError
 from bot.workspace.mirror import Mirror, read_ref
 from bot.workspace.policy import protected_paths
-from bot.workspace.worktree import add_worktree, commit_all, head_sha
+from bot.workspace.worktree import add_worktree, admin_dir, commit_all, head_sha, remove_worktree
 
 PRD = """
 version: 1
@@ -37,6 +38,11 @@ async def test_refs_read_from_files_agree_with_git(mirror: Mirror, git, tmp_path
     assert read_ref(mirror.path, "refs/remotes/origin/main") == main
     assert read_ref(mirror.path, "refs/remotes/origin/nope") == ""
     assert read_ref(mirror.path, "refs/../../etc/passwd") is None
+    (mirror.path / "refs/heads/odd").write_bytes(b"\xff" + main.encode() + b"\n")
+    assert read_ref(mirror.path, "refs/heads/odd") is None  # not a sha: unsure
+    (mirror.path / "refs/heads/odd").write_text(f"  {main}\n\n")
+    assert read_ref(mirror.path, "refs/heads/odd") == main
+    assert read_ref(mirror.path, "refs/heads") is None  # a folder: unsure
     git("pack-refs", "--all", cwd=mirror.path)  # packed: read from packed-refs
     assert read_ref(mirror.path, "refs/remotes/origin/main") == main
     wt = await add_worktree(mirror, branch="b", base_ref="refs/remotes/origin/main", path=tmp_path / "wt")
@@ -100,3 +106,23 @@ async def test_no_listing_when_no_deny_glob_can_match(mirror: Mirror, tmp_path: 
     assert await protected_paths(wt, ["src/**"]) == [wt.path / ".git", wt.path / "src" / "app.py"]
     assert await protected_paths(wt, ["*.py"]) == [wt.path / ".git", wt.path / "src" / "app.py"]
     assert calls == ["ls-files", "ls-files", "ls-files"]
+
+
+async def test_a_remembered_worktree_entry_is_confirmed_before_use(mirror: Mirror, tmp_path: Path) -> None:
+    base = "refs/remotes/origin/main"
+    one = await add_worktree(mirror, branch="one", base_ref=base, path=tmp_path / "x" / "wt")
+    entry = one.admin
+    assert mirror.worktree_admins[one.path] == entry  # remembered
+    await remove_worktree(one)
+    other = await add_worktree(mirror, branch="other", base_ref=base, path=tmp_path / "y" / "wt")
+    assert other.admin == entry  # git gave the free name to another worktree
+    assert admin_dir(mirror, one.path) is None  # the memory of `one` is not trusted, and dropped
+    assert one.path not in mirror.worktree_admins
+    again = await add_worktree(mirror, branch="one", base_ref=base, path=one.path)
+    assert again.admin != entry
+    assert (again.admin / "gitdir").read_text().strip() == str(again.path / ".git")
+    mirror.worktree_admins[again.path] = entry  # a wrong memory is corrected, never used
+    assert admin_dir(mirror, again.path) == mirror.worktree_admins[again.path] != entry
+    (again.path / ".git").write_text(f"gitdir: {entry}\n")  # the worktree's own file is never the source
+    assert again.admin != entry and other.admin == entry
+    assert (await again.git("rev-parse", "--abbrev-ref", "HEAD")).stdout.strip() == "one"
