@@ -3,13 +3,14 @@
     .venv/bin/python bench/egress.py [--seconds 3] [--rounds 3] [--concurrency 8]
 
 The path an external agent's model call takes, all of it real: the client (the agent) connects
-to the forwarder that runs inside its sandbox (`bot.network.route.FORWARDER`, here
-started as there, `python3 -I -S -c`, listening on a loopback port as it does on the sandbox's
-`127.0.0.1:3128`), which relays to the proxy's Unix socket; the proxy (`EgressProxy`, in this
-process's event loop as in the server's, with the agent's allowlist naming the "model API" by
-address and port) checks the destination and connects to it. The model API is a small HTTP/1.1
-server on loopback (its own process) answering each `POST /v1/messages` (2 KB of prompt) with
-1 KB of JSON at once; the client is another process, `--concurrency` connections at a time.
+to the forwarder that runs inside its sandbox (`bot.network.forwarder`, here started by the
+same shell line as there: perl's when the PATH has perl, else Python's; `--forwarder python3`
+takes Python's; listening on a loopback port as on the sandbox's `127.0.0.1:3128`), which
+relays to the proxy's Unix socket; the proxy (`EgressProxy`, in this process's event loop as
+in the server's, with the agent's allowlist naming the "model API" by address and port) checks
+the destination and connects to it. The model API is a small HTTP/1.1 server on loopback (its
+own process) answering each `POST /v1/messages` (2 KB of prompt) with 1 KB of JSON at once;
+the client is another process, `--concurrency` connections at a time.
 
 Three ways a client calls, each timed through the proxy and directly:
 - **tunnel, keep-alive** — what an https client does (Claude Code, Codex): one `CONNECT`, then
@@ -30,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import statistics
@@ -42,8 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bot.network.forwarder import PYTHON, PYTHON_START, forwarder_command  # noqa: E402
 from bot.network.proxy import EgressProxy  # noqa: E402
-from bot.network.route import FORWARDER, FORWARDER_PYTHON  # noqa: E402
 from bot.network.rules import Allowlist, parse_egress  # noqa: E402
 
 PROMPT = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 2000}]}).encode()
@@ -173,9 +175,11 @@ async def main(args: argparse.Namespace) -> int:
         )
         async with EgressProxy(work / "proxy.sock", rules, bodies=True, idle_timeout=600) as proxy:
             port = _free_port()
-            forwarder = subprocess.Popen(
-                [*FORWARDER_PYTHON.split(), "-c", FORWARDER, str(work / "proxy.sock"), str(port)]
-            )
+            line = forwarder_command(work, port)
+            if args.forwarder == "python3":
+                sock = shlex.quote(str(work / "proxy.sock"))
+                line = f"{PYTHON_START} -c {shlex.quote(PYTHON)} {sock} {port}"
+            forwarder = subprocess.Popen(["/bin/bash", "-c", line])
             forwarder.wait(timeout=10)  # it forks and serves in the background
             results: dict[tuple[str, bool], list[dict[str, float]]] = {}
             for _ in range(args.rounds):
@@ -228,6 +232,7 @@ if __name__ == "__main__":
         )
         parser.add_argument("--seconds", type=float, default=3.0)
         parser.add_argument("--rounds", type=int, default=3)
+        parser.add_argument("--forwarder", choices=("line", "python3"), default="line")
         parser.add_argument("--concurrency", type=int, default=8)
         sys.exit(asyncio.run(main(parser.parse_args())))
     os._exit(0)

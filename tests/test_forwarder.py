@@ -1,4 +1,5 @@
-"""The egress forwarder itself (`bot.network.route.FORWARDER`): the shell line the sandbox runs.
+"""The egress forwarder itself (`bot.network.forwarder`): the shell line the sandbox runs, with
+perl (when the PATH has it) and with python3 (when it has not): every test runs both.
 
 Here it runs without the sandbox, as `/bin/bash` runs its line there, in front of a stand-in
 for the proxy's Unix socket that says what it got. What setup and agents rely on: it listens
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,14 +68,41 @@ class Proxy:
         self.thread.join(timeout=10)
 
 
+@pytest.fixture(params=["perl", "python3"], autouse=True)
+def language(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Which forwarder the line starts: perl's (this machine's PATH has perl), or Python's (a
+    PATH with python3 alone)."""
+    global PATH
+    if request.param == "perl":
+        assert shutil.which("perl"), "perl is on every Debian system (perl-base): the tests need it"
+        PATH = os.environ.get("PATH", "/usr/bin:/bin")
+    else:
+        alone = tmp_path_factory.mktemp("python-only")
+        (alone / "python3").symlink_to(os.path.realpath(sys.executable))  # a real binary, no shim
+        PATH = str(alone)
+    yield request.param
+
+
+PATH = ""
+
+
 def start(
-    folder: Path, port: int, *, path: str | None = None, cwd: Path | None = None
+    folder: Path,
+    port: int,
+    *,
+    path: str | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the forwarder's line as the sandbox does (`cwd`: the worktree there)."""
     line = forwarder_command(folder, port) + "echo listening\n"
-    env = {"PATH": path or os.environ.get("PATH", "/usr/bin:/bin")}
     return subprocess.run(
-        ["/bin/bash", "-c", line], env=env, cwd=cwd, capture_output=True, text=True, timeout=30
+        ["/bin/bash", "-c", line],
+        env={**(env or {}), "PATH": path or PATH},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
 
 
@@ -135,20 +165,31 @@ def test_a_client_is_closed_while_the_proxy_cannot_be_reached_and_served_once_it
 
 
 def test_modules_in_the_worktree_do_not_shadow_the_forwarders(folder: Path, tmp_path: Path) -> None:
-    """Its code comes with `-c`, run in the worktree: isolated (`-I`), Python does not put the
-    working directory on its path, so the repository's files cannot replace its modules."""
+    """Its code comes with `-c` (`-e`), run in the worktree: isolated (`-I`), Python does not put
+    the working directory on its path, so the repository's files cannot replace its modules;
+    perl's loads none, and the variables that would make it are emptied for it."""
     worktree = tmp_path / "worktree"
     worktree.mkdir()
     for name in ("_socket", "_thread", "posix", "sys"):
         (worktree / f"{name}.py").write_text("raise SystemExit('a shadowing module ran')\n")
+    (worktree / "Evil.pm").write_text("die 'a module of the repository ran';\n1;\n")
+    hostile = {  # what setup's or the agent's environment may hold
+        "PERL5OPT": "-MEvil",
+        "PERL5LIB": str(worktree),
+        "PERLLIB": str(worktree),
+        "PERLIO": ":crlf",
+        "PERL_UNICODE": "SDA",
+        "PYTHONPATH": str(worktree),
+        "PYTHONSTARTUP": str(worktree / "sys.py"),
+    }
     proxy, port = Proxy(folder / "proxy.sock"), free_port()
     try:
-        started = start(folder, port, cwd=worktree)
+        started = start(folder, port, cwd=worktree, env=hostile)
         assert started.returncode == 0 and started.stdout == "listening\n", started
         with connect(port) as conn:
-            conn.sendall(b"hello")
+            conn.sendall(b"\xff\n\r\nhello")  # bytes, whatever a layer would do to text
             conn.shutdown(socket.SHUT_WR)
-            assert read_all(conn) == b"got 5 bytes"
+            assert read_all(conn) == b"got 9 bytes"
     finally:
         proxy.close()
 
@@ -161,11 +202,13 @@ def test_a_forwarder_that_cannot_start_ends_the_line_with_97(folder: Path, tmp_p
     no_python = start(folder, free_port(), path=str(tmp_path / "nothing"))
     for ended in (busy, no_python):
         assert ended.returncode == 97 and ended.stdout == "", ended
-        assert "Plan Cascade: cannot start the setup egress forwarder (python3 on PATH?)" in ended.stderr
+        assert (
+            "Plan Cascade: cannot start the setup egress forwarder (perl or python3 on PATH?)" in ended.stderr
+        )
 
 
 async def test_a_route_writes_nothing_but_the_proxys_socket() -> None:
     """The forwarder's code is on its command line: a run's folder holds the socket alone."""
     async with egress_route(None) as route:
         assert [p.name for p in route.folder.iterdir()] == ["proxy.sock"]
-        assert "python3 -I -S -c " in route.prelude
+        assert "python3 -I -S -c " in route.prelude and "perl -C0 -e " in route.prelude
