@@ -399,3 +399,39 @@ async def test_the_tool_path_reaches_agents_and_gates(tmp_path: Path) -> None:
     assert state.stories["STORY-001"].status == StoryStatus.PASSED, state.stories["STORY-001"].reason
     assert git("show", "plan-cascade/7/story-001:story-001.txt", cwd=remote) == "house-tool-ran"
     assert run.reporter.conclusions("STORY-001", "tool") == ["success"]
+
+
+async def test_a_batch_is_merged_while_its_story_worktrees_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing a story's worktree is off its batch's way: the merge starts beside the removals
+    (which then finish first at a path the next story takes), and none outlives the run."""
+    from bot.orchestration import story
+
+    merged = asyncio.Event()
+    seen: list[bool] = []
+    real = story.cleanup
+
+    async def after_the_merge(wt, home):  # type: ignore[no-untyped-def]
+        try:
+            await asyncio.wait_for(merged.wait(), timeout=5)
+            seen.append(True)
+        except TimeoutError:  # the merge waited for this removal
+            seen.append(False)
+        await real(wt, home)
+
+    async def checkpoint(step: str, subject: str) -> None:
+        if step == "merged":
+            merged.set()
+
+    monkeypatch.setattr(story, "cleanup", after_the_merge)
+    remote = make_remote(tmp_path)
+    script = agent_script(tmp_path, "agent.sh", WRITE_FILE)
+    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, "gates:\n  detect: false\n"))
+    run.checkpoint = checkpoint
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED
+    assert seen[:2] == [True, True]  # batch 1's two stories: removed after its merge began
+    assert len(seen) == 3
+    assert sorted(p.name for p in run.work_root.iterdir() if p.name.startswith("story-")) == []
+    assert run.tidying is None

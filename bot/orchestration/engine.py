@@ -39,11 +39,23 @@ async def execute(run: Run) -> PlanState:
     When someone else changes the plan meanwhile (a revise, a cancel), the run stops where
     it is and returns their state without writing over it.
     """
+    run.tidying = {}
     try:
         return await _execute(run)
     except RunSuperseded as exc:
         log.info("execution stopped: %s", exc.why)
         return exc.state
+    finally:
+        await _tidied(run)
+
+
+async def _tidied(run: Run) -> None:
+    """Wait for the story worktrees still being removed (`Run.tidying`): none outlives the run."""
+    pending, run.tidying = run.tidying or {}, None
+    ended = await asyncio.gather(*pending.values(), return_exceptions=True)
+    for path, done in zip(pending, ended, strict=True):
+        if isinstance(done, BaseException):
+            log.warning("could not remove worktree %s: %s", path, done)
 
 
 async def _execute(run: Run) -> PlanState:

@@ -104,6 +104,11 @@ class Run:
     """Base commit → its requirements files that name an include option, each with the repository
     paths it includes (`orchestration.depcheck`): read once per base, not once per story."""
     pip_includes_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    tidying: dict[Path, asyncio.Task[None]] | None = None
+    """While the engine runs the plan (`execute`): the story worktrees being removed in the
+    background, by path, off their batch's way (its merge does not wait for them; the next story
+    at a path waits for its removal, `execute` for all of them); None: `run_story` removes its
+    worktree before it returns."""
     identity: CommitIdentity | None = None
     """Who the run's commits are by (the App's bot, learned from GitHub) and whom story commits
     credit; None: the repository config's author, else the defaults."""

@@ -72,7 +72,8 @@ def gate_specs(run: Run, story: Story | None, root: Path) -> list[GateSpec]:
 async def run_story(
     run: Run, story_id: str, base_ref: str, *, phase: Phase = "implementation", feedback: str | None = None
 ) -> None:
-    """Run one story to passed or failed; the worktree is removed whatever happens.
+    """Run one story to passed or failed; the worktree is removed whatever happens (in the
+    background while the engine runs the plan: `Run.tidying`).
 
     `phase` is `implementation` for a first run (retries follow on their own), `refactor`
     when the story is redone on top of a merged batch, `review` for reviewer feedback.
@@ -84,6 +85,8 @@ async def run_story(
     await run.story(story_id, status=StoryStatus.RUNNING, branch=branch)
     path = run.work_root / story_id.lower()
     home = run.work_root / f".home-{story_id.lower()}"
+    if run.tidying is not None and path in run.tidying:  # this story's last worktree, still going
+        await run.tidying.pop(path)
     home.mkdir(parents=True, exist_ok=True)
     try:
         done = await committed_work(run, story_id, branch, base_ref) if interrupted else None
@@ -126,7 +129,11 @@ async def run_story(
         await run.story(story_id, important=True, status=StoryStatus.FAILED, reason=exc.message)
     finally:
         run.protected.pop(path, None)
-        await cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home)
+        removal = cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home)
+        if run.tidying is None:
+            await removal
+        else:  # the batch goes on meanwhile (see `Run.tidying`)
+            run.tidying[path] = asyncio.ensure_future(removal)
 
 
 def _setup_passes_on_base(run: Run) -> bool:
