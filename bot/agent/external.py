@@ -21,6 +21,7 @@ server's loopback, the private network or the cloud's metadata address, and coun
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shlex
 import shutil
@@ -140,8 +141,8 @@ class CommandAgent:
             result = result.model_copy(update={"mcp_tools": dict(mcp.used)})
             transcript.record("result", **result.model_dump(mode="json"))
             return result
-        finally:
-            transcript.save()
+        finally:  # redacting the output and writing the file: not on the loop (a save cut short
+            await asyncio.to_thread(transcript.save)  # by a cancel still ends in its thread)
 
     async def _run(self, task: AgentTask, transcript: Transcript, relay: McpRelay | None) -> AgentResult:
         prompt_file = task.home / f"prompt-{task.story.id}.md"
