@@ -134,13 +134,16 @@ PERL_START = "PERL5OPT= PERL5LIB= PERLLIB= PERLIO= PERL5DB= perl -C0"
 emptied for its command alone, and no Unicode layers (`-C0`, whatever `PERL_UNICODE` says)."""
 
 
+_PERL_QUOTED, _PYTHON_QUOTED = shlex.quote(PERL), shlex.quote(PYTHON)
+
+
 def forwarder_command(folder: Path, port: int = PROXY_PORT, *, who: str = "setup") -> str:
     """The shell line that starts the forwarder (to the proxy's socket in `folder`) before setup's
     commands: perl's when the PATH has perl, else Python's. Nothing is written for it."""
-    args = f"{shlex.quote(str(folder / 'proxy.sock'))} {port}"
+    args = f"{shlex.quote(f'{folder}/proxy.sock')} {port}"
     return (
-        f"if command -v perl >/dev/null 2>&1; then {PERL_START} -e {shlex.quote(PERL)} {args}; "
-        f"else {PYTHON_START} -c {shlex.quote(PYTHON)} {args}; fi || "
+        f"if command -v perl >/dev/null 2>&1; then {PERL_START} -e {_PERL_QUOTED} {args}; "
+        f"else {PYTHON_START} -c {_PYTHON_QUOTED} {args}; fi || "
         f"{{ echo 'Plan Cascade: cannot start the {who} egress forwarder (perl or python3 on PATH?)' >&2; "
         "exit 97; }\n"
     )

@@ -213,13 +213,14 @@ async def cleanup(worktree: Worktree, home: Path) -> None:
 async def _remove_locked(wt: Worktree) -> None:
     removed = None
     admin = admin_dir(wt.mirror, wt.path) if wt.mirror.exists() else None
-    if admin is not None:  # its sandboxes' private copy of its git goes with it (or with the next)
-        with contextlib.suppress(OSError):
-            await asyncio.to_thread(remove_scratch, _view(wt.mirror, admin).scratch)
+    scratch = _view(wt.mirror, admin).scratch if admin is not None else None
+    if scratch is not None and (scratch.exists() or scratch.is_symlink()):  # its sandboxes' git on disk
+        with contextlib.suppress(OSError):  # goes with it (or with the next); in memory: none made
+            await asyncio.to_thread(remove_scratch, scratch)
     if wt.mirror.exists():
         removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
-    # What git left (a folder it could not read, a tree too deep): ours to remove (no-op if gone).
-    await asyncio.to_thread(remove_tree, wt.path)
+    if wt.path.exists() or wt.path.is_symlink():  # what git left (an unreadable folder, a deep tree)
+        await asyncio.to_thread(remove_tree, wt.path)
     if wt.mirror.exists() and (removed is None or removed.returncode != 0):
         await wt.mirror.git("worktree", "prune")  # the folder was gone or locked: drop its registration
 
