@@ -245,7 +245,7 @@ class GitProcess:
         assert proc.stdout is not None and proc.stderr is not None
         out, tail, truncated = bytearray(), b"", False
         try:
-            with selectors.DefaultSelector() as pipes:
+            with selectors.PollSelector() as pipes:  # no descriptor of its own to make and close
                 pipes.register(proc.stdout, selectors.EVENT_READ)
                 pipes.register(proc.stderr, selectors.EVENT_READ)
                 while pipes.get_map():
