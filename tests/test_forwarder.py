@@ -212,3 +212,23 @@ async def test_a_route_writes_nothing_but_the_proxys_socket() -> None:
     async with egress_route(None) as route:
         assert [p.name for p in route.folder.iterdir()] == ["proxy.sock"]
         assert "python3 -I -S -c " in route.prelude and "perl -C0 -e " in route.prelude
+
+
+def test_a_perl_that_cannot_run_it_leaves_the_forwarder_to_python(folder: Path, tmp_path: Path) -> None:
+    """A `perl` on the PATH that fails (one from a tool directory without its library, say) is
+    not the end: Python's forwarder starts instead."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "perl").write_text("#!/bin/sh\necho 'Can't locate strict.pm' >&2\nexit 2\n")
+    (tools / "perl").chmod(0o755)
+    (tools / "python3").symlink_to(os.path.realpath(sys.executable))
+    proxy, port = Proxy(folder / "proxy.sock"), free_port()
+    try:
+        started = start(folder, port, path=str(tools))
+        assert started.returncode == 0 and started.stdout == "listening\n", started
+        with connect(port) as conn:
+            conn.sendall(b"hello")
+            conn.shutdown(socket.SHUT_WR)
+            assert read_all(conn) == b"got 5 bytes"
+    finally:
+        proxy.close()

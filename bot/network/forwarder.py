@@ -139,11 +139,12 @@ _PERL_QUOTED, _PYTHON_QUOTED = shlex.quote(PERL), shlex.quote(PYTHON)
 
 def forwarder_command(folder: Path, port: int = PROXY_PORT, *, who: str = "setup") -> str:
     """The shell line that starts the forwarder (to the proxy's socket in `folder`) before setup's
-    commands: perl's when the PATH has perl, else Python's. Nothing is written for it."""
+    commands: perl's when the PATH has perl, else (or when that perl cannot run it: one from a
+    tool directory without its library, say) Python's. Nothing is written for it."""
     args = f"{shlex.quote(f'{folder}/proxy.sock')} {port}"
     return (
-        f"if command -v perl >/dev/null 2>&1; then {PERL_START} -e {_PERL_QUOTED} {args}; "
-        f"else {PYTHON_START} -c {_PYTHON_QUOTED} {args}; fi || "
+        f"if command -v perl >/dev/null 2>&1 && {PERL_START} -e {_PERL_QUOTED} {args}; then :; "
+        f"else {PYTHON_START} -c {_PYTHON_QUOTED} {args} || "
         f"{{ echo 'Plan Cascade: cannot start the {who} egress forwarder (perl or python3 on PATH?)' >&2; "
-        "exit 97; }\n"
+        "exit 97; }; fi\n"
     )
