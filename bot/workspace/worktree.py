@@ -134,7 +134,18 @@ async def add_worktree(
     ``path`` on ``branch`` is reused unless ``reset``.
     """
     async with mirror.worktree_lock:
-        return await _add_locked(mirror, branch=branch, base_ref=base_ref, path=path, reset=reset)
+        wt = await _add_locked(mirror, branch=branch, base_ref=base_ref, path=path, reset=reset)
+    await _check_out(wt)
+    return wt
+
+
+async def _check_out(wt: Worktree) -> None:
+    """Fill a worktree registered without its files (`--no-checkout`), outside the worktree
+    lock: a large tree's checkout would hold every other story's worktree back. It is the
+    command `git worktree add` runs itself; a worktree with an index has its files already
+    (reused, or checked out before a crash), and is left as it is."""
+    if not (wt.admin / "index").exists():
+        await wt.git("reset", "--hard", "--no-recurse-submodules", "-q")
 
 
 async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path, reset: bool) -> Worktree:
@@ -146,9 +157,9 @@ async def _add_locked(mirror: Mirror, *, branch: str, base_ref: str, path: Path,
     path.parent.mkdir(parents=True, exist_ok=True)
     args: tuple[str, ...]
     if reset or not await _branch_exists(mirror, branch):
-        args = ("worktree", "add", "--no-track", "-B", branch, str(path), base_ref)
+        args = ("worktree", "add", "--no-checkout", "--no-track", "-B", branch, str(path), base_ref)
     else:
-        args = ("worktree", "add", str(path), branch)
+        args = ("worktree", "add", "--no-checkout", str(path), branch)
     try:
         await mirror.git(*args)
     except WorkspaceError:
@@ -166,13 +177,15 @@ async def add_detached(mirror: Mirror, *, path: Path, ref: str) -> Worktree:
         if (path / ".git").exists():
             await _remove_locked(Worktree(path=path, branch="", mirror=mirror))
         path.parent.mkdir(parents=True, exist_ok=True)
-        args = ("worktree", "add", "--detach", str(path), ref)
+        args = ("worktree", "add", "--no-checkout", "--detach", str(path), ref)
         try:
             await mirror.git(*args)
         except WorkspaceError:
             await mirror.git("worktree", "prune")
             await mirror.git(*args)
-    return Worktree(path=path, branch="", mirror=mirror)
+    wt = Worktree(path=path, branch="", mirror=mirror)
+    await _check_out(wt)
+    return wt
 
 
 async def _branch_exists(mirror: Mirror, branch: str) -> bool:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import bot.workspace.mirror as mirror_module
+import bot.workspace.worktree as worktree_module
 from bot.errors import WorkspaceError
 from bot.workspace import (
     Mirror,
@@ -18,6 +21,7 @@ from bot.workspace import (
     merge_branches,
     remove_worktree,
 )
+from bot.workspace.worktree import add_detached
 
 BOT_NAME = "plan-cascade[bot]"
 BOT_EMAIL = "123+plan-cascade[bot]@users.noreply.github.com"
@@ -119,6 +123,46 @@ async def test_existing_branch_resumes_unless_reset(mirror: Mirror, tmp_path: Pa
     )
     assert await head_sha(fresh) == await mirror.resolve("origin/main")
     assert not (fresh.path / "progress.txt").exists()
+
+
+async def test_a_worktrees_files_are_checked_out_outside_the_worktree_lock(
+    mirror: Mirror, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large tree's checkout must not hold back every other story's worktree: only the
+    registration is serialised, the files come after, with the lock free."""
+    seen: list[tuple[str, bool]] = []
+    original = worktree_module.run_git
+
+    async def run_git(args: list[str], **kwargs: Any) -> Any:
+        if "reset" in args:
+            seen.append(("reset", mirror.worktree_lock.locked()))
+        elif "worktree" in args and "add" in args:
+            seen.append(("worktree add", mirror.worktree_lock.locked()))
+        return await original(args, **kwargs)
+
+    monkeypatch.setattr(worktree_module, "run_git", run_git)
+    monkeypatch.setattr(mirror_module, "run_git", run_git)
+    wt = await add_worktree(mirror, branch="bot/lock", base_ref="origin/main", path=tmp_path / "lock")
+    detached = await add_detached(mirror, path=tmp_path / "detached", ref="origin/main")
+    for checkout in (wt, detached):
+        assert (checkout.path / "README.md").read_text() == "hello\n"
+        assert await changed_files(checkout, await mirror.resolve("origin/main")) == []
+    assert [entry for entry in seen if entry[0] == "reset"] == [("reset", False), ("reset", False)]
+    assert [entry for entry in seen if entry[0] == "worktree add"] == [("worktree add", True)] * 2
+
+
+async def test_a_worktree_registered_but_never_checked_out_gets_its_files_when_reused(
+    mirror: Mirror, tmp_path: Path, git: Git
+) -> None:
+    """A crash between the registration and the checkout leaves a worktree with no files and no
+    index: resuming it checks it out, rather than committing the whole tree's deletion."""
+    path = tmp_path / "half"
+    git("worktree", "add", "-q", "--no-checkout", "-b", "bot/half", str(path), "origin/main", cwd=mirror.path)
+    assert not (path / "README.md").exists()
+    wt = await add_worktree(mirror, branch="bot/half", base_ref="origin/main", path=path)
+    assert (wt.path / "src" / "app.py").read_text() == "print('v1')\n"
+    assert await changed_files(wt, await mirror.resolve("origin/main")) == []
+    assert git("status", "--porcelain", cwd=wt.path) == ""
 
 
 async def test_remove_worktree_is_idempotent_even_when_dir_is_gone(
