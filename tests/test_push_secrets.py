@@ -10,7 +10,12 @@ import secrets
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+import bot.workspace.mirror as mirror_module
+import bot.workspace.worktree as worktree_module
 from bot.network.secretscan import SERVER_RULE
 from bot.orchestration.engine import execute
 from bot.orchestration.secretgate import hold_back
@@ -256,3 +261,60 @@ async def test_a_push_is_scanned_once_in_a_thread_and_what_comes_later_still_is(
     register_secret(later)  # the server learns a secret: what was scanned without it is scanned again
     found = await hold_back(run, "STORY-001", wt, since=base, head=clean)
     assert [f.path for f in found] == ["notes.txt"]
+
+
+async def test_the_commit_of_what_the_agent_left_is_scanned_from_its_index_beside_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The common case (the agent committed nothing itself): the scan reads the index while the
+    commit is made, so no `git log` stands between the commit and its push; a secret in it is
+    still held back, and the retry's clean commit goes."""
+    counter = tmp_path / "count"
+    script = logging_agent(
+        tmp_path,
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        f'if [ $n -eq 1 ]; then echo \'KEY = "{AWS_KEY}"\' > "$2/settings.py"; '
+        'else echo "KEY = None" > "$2/settings.py"; fi\n',
+    )
+    seen: list[str] = []
+    original = worktree_module.run_git
+
+    async def run_git(args: list[str], **kwargs: Any) -> Any:
+        seen.extend(word for word in ("diff", "log", "commit", "push") if word in args[:12])
+        return await original(args, **kwargs)
+
+    for module in (worktree_module, mirror_module):
+        monkeypatch.setattr(module, "run_git", run_git)
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(ONE_STORY), config(script), sandbox=Sandbox(mode="off"))
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED and story.attempts == 2
+    assert "settings.py:1: AWS Access Key" in prompts(tmp_path)[1]
+    assert AWS_KEY not in all_objects(remote)
+    pushed = seen.index("push")
+    assert "log" not in seen[:pushed]  # both commits were scanned from their index
+    assert seen[:pushed].count("commit") == 2 and seen[:pushed].count("diff") >= 2
+
+
+async def test_what_the_agent_committed_itself_is_scanned_from_its_commits(tmp_path: Path) -> None:
+    """An agent that commits on its own (its commit is not the index's on what was scanned):
+    every commit it made is read, and a secret in one is held back."""
+    counter = tmp_path / "count"
+    script = logging_agent(
+        tmp_path,
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        'cd "$2"\n'
+        f"if [ $n -eq 1 ]; then echo 'KEY = \"{AWS_KEY}\"' > secret.py; git add secret.py; "
+        "git -c user.name=a -c user.email=a@example.com commit -q -m mine; "
+        'echo "x = 1" > settings.py; '
+        'else git rm -q --cached secret.py; rm secret.py; echo "x = 2" > settings.py; fi\n',
+    )
+    remote = make_remote(tmp_path)
+    run = make_run(tmp_path, remote, approved_state(ONE_STORY), config(script), sandbox=Sandbox(mode="off"))
+    state = await execute(run)
+    story = state.stories["STORY-001"]
+    assert story.status == StoryStatus.PASSED and story.attempts == 2
+    assert "secret.py:1: AWS Access Key" in prompts(tmp_path)[1]
+    assert AWS_KEY not in all_objects(remote)
+    assert git("show", "plan-cascade/7/story-001:settings.py", cwd=remote) == "x = 2"

@@ -21,7 +21,7 @@ from bot.orchestration.pushing import publish_story
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
-from bot.orchestration.secretgate import hold_back
+from bot.orchestration.secretgate import StagedRead, hold_back, with_staged_read
 from bot.orchestration.setup import (
     SETUP_GATE,
     gate_confinement,
@@ -183,6 +183,7 @@ async def _attempts(
     scanned = base_sha  # what is scanned already: pushed, or the base
     while attempt < max_attempts or committed is not None:
         resumed = committed is not None
+        staged: StagedRead | None = None
         if committed is not None:
             attempt = max(attempt, 1)
             record = run.state.stories[story.id]
@@ -213,13 +214,17 @@ async def _attempts(
                     reason="the agent changed paths it may not change: " + ", ".join(violations[:10]),
                 )
                 return
-            sha = await commit_staged(
+            sha, staged = await with_staged_read(
                 wt,
-                message=f"{story.id}: {story.title}",
-                author_name=run.author.name,
-                author_email=run.author.email,
-                trailers=story_trailers(run, story.id),
-                co_authors=run.author.co_authors,
+                since=scanned,
+                commit=commit_staged(
+                    wt,
+                    message=f"{story.id}: {story.title}",
+                    author_name=run.author.name,
+                    author_email=run.author.email,
+                    trailers=story_trailers(run, story.id),
+                    co_authors=run.author.co_authors,
+                ),
             )
             head = sha or await head_sha(wt)
             # Nothing committed now: did any attempt change anything since the base? (asked only then)
@@ -236,7 +241,7 @@ async def _attempts(
         read = DependencyRead(run, base_ref=base_ref, head=head)
         try:
             if head != scanned:  # no credential leaves: the commits are undone, the agent told
-                findings = await hold_back(run, story.id, wt, since=scanned, head=head)
+                findings = await hold_back(run, story.id, wt, since=scanned, head=head, staged=staged)
                 if findings:
                     feedback = secretscan.feedback(findings)
                     if attempt < max_attempts:
@@ -269,6 +274,8 @@ async def _attempts(
             )
         finally:
             read.cancel()
+            if staged is not None:
+                staged.cancel()
         results = [*checked, *await _gates(run, story, wt, home, head, attempt)]
         failed = [r for r in results if not r.passed]
         if result.status != "finished" and not results:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 
 from bot.network.secretscan import NAME_LINE, AddedLine, Finding, scan
 from bot.workspace.git import OutputTooLarge
@@ -135,13 +135,36 @@ def read_log(log: str) -> tuple[list[AddedLine], list[str]]:
     return lines, list(dict.fromkeys(path for paths in reversed(commits) for path in paths))
 
 
+async def staged_diff(wt: Worktree, *, since: str) -> str:
+    """What a commit of the worktree's index on commit `since` adds, in `commits_diff`'s form for
+    that one commit (under a header naming no commit), read from the index before the commit is
+    made: beside it, so its push waits for no `git log` of its own. The same options as
+    `commits_diff` (`--text` wins over the worktree's attributes, as there), no lock taken (the
+    commit holds the index's). Raises OutputTooLarge."""
+    result = await wt.git(
+        "-c", "core.quotepath=on", "--no-optional-locks",
+        "diff", "--cached", "-p", "--raw", "-z", "-U0", "--text", "--no-color", "--no-ext-diff",
+        "--no-textconv", "--find-renames", "--end-of-options", since, "--",
+        max_output=MAX_DIFF_BYTES,
+    )  # fmt: skip
+    header = f"\0commit {'0' * 40}\0"
+    return f"{header}\n{result.stdout}" if result.stdout else header
+
+
 async def outgoing_secrets(
-    wt: Worktree, *, since: str, head: str, known: Sequence[str], ignore: Sequence[str]
+    wt: Worktree,
+    *,
+    since: str,
+    head: str,
+    known: Sequence[str],
+    ignore: Sequence[str],
+    staged: Awaitable[str] | None = None,
 ) -> list[Finding]:
     """Credentials in what pushing `head` would send beyond `since`, in its lines and in its
-    paths (empty: it may go)."""
+    paths (empty: it may go). `staged`: `staged_diff` on `since` when `head` is the one commit of
+    the index made on it (its change is that diff), else its commits are read."""
     try:
-        log = await commits_diff(wt, since=since, head=head)
+        log = await (staged if staged is not None else commits_diff(wt, since=since, head=head))
     except OutputTooLarge:
         return [Finding(f"more than {MAX_DIFF_BYTES // 2**20} MB of changes", 0, TOO_LARGE)]
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from bot.errors import WorkspaceError
 from bot.sandbox.removal import discard, remove_tree
-from bot.workspace.git import GitResult, run_git
+from bot.workspace.git import OUTPUT_LIMIT, GitResult, run_git
 from bot.workspace.gitview import GitView, remove_scratch, scratch_for
 from bot.workspace.mirror import Mirror, file_bytes, read_ref
 
@@ -75,8 +75,15 @@ class Worktree:
             raise WorkspaceError(f"{self.path} is not a worktree of mirror {self.mirror.path.name}")
         return found
 
-    async def git(self, *args: str, check: bool = True, identity: tuple[str, str] | None = None) -> GitResult:
-        """Run a local git command in the worktree, optionally as ``(name, email)``."""
+    async def git(
+        self,
+        *args: str,
+        check: bool = True,
+        identity: tuple[str, str] | None = None,
+        max_output: int = OUTPUT_LIMIT,
+    ) -> GitResult:
+        """Run a local git command in the worktree, optionally as ``(name, email)`` (``max_output``:
+        see `run_git`)."""
         extra = {}
         if identity is not None:
             name, email = identity
@@ -87,7 +94,8 @@ class Worktree:
                 "GIT_COMMITTER_EMAIL": email,
             }
         explicit = ("--git-dir", str(self.admin), "--work-tree", str(self.path))
-        return await run_git([*explicit, *args], cwd=self.path, env=self.mirror.local_env(extra), check=check)
+        env = self.mirror.local_env(extra)
+        return await run_git([*explicit, *args], cwd=self.path, env=env, check=check, max_output=max_output)
 
 
 def sandbox_view(wt: Worktree) -> GitView:

@@ -10,7 +10,7 @@ import pytest
 
 from bot.network.secretscan import NAME_LINE, AddedLine
 from bot.workspace.mirror import Mirror
-from bot.workspace.outgoing import added_lines, commits_diff, outgoing_secrets, read_log
+from bot.workspace.outgoing import added_lines, commits_diff, outgoing_secrets, read_log, staged_diff
 from bot.workspace.worktree import Worktree, add_worktree
 from tests.execution_support import git, make_remote
 
@@ -80,6 +80,57 @@ async def test_what_a_file_writes_cannot_hide_a_line_or_add_a_name(tmp_path: Pat
     assert [a.path for a in lines] == ["data.bin"] * 3
     found = await outgoing_secrets(wt, since=base, head=head, known=[], ignore=[])
     assert [(f.path, f.line, f.rule) for f in found] == [("data.bin", 3, "AWS Access Key")]
+
+
+def stage(wt: Worktree, files: dict[bytes, bytes | None]) -> None:
+    """Write (or, for None, delete) `files` and stage everything, as the engine does before its commit."""
+    for name, data in files.items():
+        path = Path(os.fsdecode(os.path.join(os.fsencode(wt.path), name)))
+        if data is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    git("add", "-A", cwd=wt.path)
+
+
+async def test_the_index_read_before_its_commit_is_what_the_commit_pushes(tmp_path: Path) -> None:
+    """`staged_diff` (read beside the commit) gives the scan exactly what `commits_diff` gives for
+    that commit afterwards: every line and every name, however spelt, renames, deletions, content
+    that looks like the log's records, and attributes that would make a file binary."""
+    wt, base = await worktree(tmp_path)
+    first = commit(wt, {b"old.txt": b"same\n" * 5, b"gone.py": b"bye\n"})
+    (wt.path / "keys").mkdir()
+    git("mv", "old.txt", f"keys/{GITHUB_TOKEN}.txt", cwd=wt.path)
+    forged = b"\0commit " + b"1" * 40 + b"\0\n:000000 100644 0000000 1111111 A\0forged\0\0"
+    files: dict[bytes, bytes | None] = {
+        name: b"x\n" for name in (b"a b/c b/d.txt", b"new\nline", b"ta\tb", b"bad\xffname")
+    }
+    files |= {
+        b"gone.py": None,
+        b"data.bin": forged + f'KEY = "{AWS_KEY}"\n'.encode(),
+        b".gitattributes": b"* -diff binary\n",
+        b"empty": b"",
+    }
+    stage(wt, files)
+    staged = await staged_diff(wt, since=first)
+    head = commit(wt, {})
+    assert read_log(staged) == read_log(await commits_diff(wt, since=first, head=head))
+    lines, paths = read_log(staged)
+    assert f"keys/{GITHUB_TOKEN}.txt" in paths and "data.bin" in paths
+    assert AWS_KEY in [a.text for a in lines if a.path == "data.bin"][-1]
+    found = await outgoing_secrets(wt, since=first, head=head, known=[], ignore=[], staged=_ready(staged))
+    assert sorted((f.where(), f.rule) for f in found) == [
+        ("data.bin:2", "AWS Access Key"),
+        ("keys/***.txt (the file's name)", "GitHub Token"),
+    ]
+    nothing = await staged_diff(wt, since=head)  # nothing staged: a commit of no change
+    assert read_log(nothing) == ([], [])
+    assert base != first
+
+
+async def _ready(text: str) -> str:
+    return text
 
 
 async def test_empty_commits_and_merges_are_read_as_their_first_parent_diff(tmp_path: Path) -> None:
