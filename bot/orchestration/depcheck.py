@@ -163,8 +163,14 @@ class DependencyRead:
             self.task.exception()  # read, so it is not reported as never retrieved
 
 
+def checked(run: Run) -> bool:
+    """Whether `run`'s stories get the check: the repository has it on, and there is an
+    Advisory Database to ask (local runs have none)."""
+    return run.advisories is not None and run.config.dependencies.check
+
+
 async def _changes(run: Run, *, base_ref: str, head: str) -> tuple[list[Change], list[str]]:
-    if run.advisories is None or not run.config.dependencies.check:
+    if not checked(run):
         return [], []
     base = await run.commit_of(base_ref)
     return await changed_dependencies(run, base=base, head=head)
@@ -176,7 +182,7 @@ async def check_dependencies(
     """The `dependencies` gate of `head` (empty when it changes no dependency file, or is off);
     with `read`, what it read of `head` already."""
     lookup = run.advisories
-    if lookup is None or not run.config.dependencies.check:
+    if lookup is None or not checked(run):
         return []
     done = await read.result(head) if read is not None else None
     found, unread = done if done is not None else await _changes(run, base_ref=base_ref, head=head)
