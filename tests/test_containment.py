@@ -29,7 +29,7 @@ from bot.sandbox.confinement import Sandbox
 from bot.sandbox.process import scrubbed_env
 from bot.workspace.mirror import FETCH_REFSPEC, Mirror
 from bot.workspace.policy import policy_violations, protected_paths, revert
-from bot.workspace.worktree import add_worktree, commit_all
+from bot.workspace.worktree import add_worktree, commit_staged, stage_all
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 from tests.support import bwrap_marker
 
@@ -154,7 +154,10 @@ async def test_escape_1b_a_rewritten_git_file_cannot_make_the_bot_run_fsmonitor(
         'git --git-dir=.evil config core.fsmonitor "$PWD/evil.sh" && printf "gitdir: $PWD/.evil\\n" > .git; '
         "echo change > README.md",
     )
-    sha = await commit_all(wt, message="work", author_name="Bot", author_email="bot@example.com", trailers={})
+    await stage_all(wt)
+    sha = await commit_staged(
+        wt, message="work", author_name="Bot", author_email="bot@example.com", trailers={}
+    )
     assert not marker.exists(), "the bot's git ran a program the agent chose"
     assert sha is not None and git("show", "--stat", sha, cwd=mirror.path)
     if mode == "off":
@@ -269,7 +272,8 @@ async def test_changes_to_denied_paths_are_undone_whether_staged_or_not(tmp_path
         await revert(wt, problems)
         assert (wt.path / "locked" / "kept.txt").read_text() == "kept\n"
         assert not (wt.path / "locked" / "new.txt").exists()
-        sha = await commit_all(wt, message="m", author_name="a", author_email="a@example.com", trailers={})
+        await stage_all(wt)
+        sha = await commit_staged(wt, message="m", author_name="a", author_email="a@example.com", trailers={})
         assert sha is not None
         shown = await wt.git("show", "--name-only", "--format=", sha)
         assert shown.stdout.split() == ["fine.txt"]
