@@ -34,7 +34,7 @@ STEPS = [
     ("bot.orchestration.story", "_run_agent", "agent (its sandbox included)"),
     ("bot.orchestration.story", "add_worktree", "worktree add"),
     ("bot.orchestration.story", "cleanup", "worktree removal"),
-    ("bot.orchestration.story", "commit_all", "commit"),
+    ("bot.orchestration.story", "commit_staged", "commit"),
     ("bot.orchestration.story", "publish_story", "push (branch rules included)"),
     ("bot.orchestration.story", "policy_violations", "protected paths check"),
     ("bot.orchestration.story", "hold_back", "secret scan"),

@@ -4,11 +4,12 @@
 
 A repository on a local bare remote; a story's worktree adds `--lines` lines of this
 repository's own Python (real code: assignments, strings, long lines) over 20 files in
-`--commits` commits, as the production code does (`commit_all`). Timed, median of `--runs`:
-the production scan (`outgoing_secrets`: `git log -p` of each commit, then every rule and ten
-known server secrets), its two halves (reading the diff; scanning the lines), and, as the
-baseline, the push of the same commits to the bare remote that the scan precedes. The change
-holds no credential: the scan must find nothing (checked). Target: the scan ≤ 250 ms.
+`--commits` commits, as the production code does (`stage_all`, then `commit_staged`). Timed,
+median of `--runs`: the production scan (`outgoing_secrets`: `git log -p` of each commit, then
+every rule and ten known server secrets), its two halves (reading the diff; scanning the
+lines), and, as the baseline, the push of the same commits to the bare remote that the scan
+precedes. The change holds no credential: the scan must find nothing (checked). Target: the
+scan ≤ 250 ms.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from bot.network.secretscan import scan  # noqa: E402
 from bot.workspace.mirror import Mirror  # noqa: E402
 from bot.workspace.outgoing import commits_diff, outgoing_secrets, read_log  # noqa: E402
-from bot.workspace.worktree import add_worktree, commit_all, head_sha  # noqa: E402
+from bot.workspace.worktree import add_worktree, commit_staged, head_sha, stage_all  # noqa: E402
 from tests.execution_support import git, make_remote  # noqa: E402
 
 
@@ -71,7 +72,8 @@ async def main(lines: int, commits: int, runs: int) -> None:
                 part = chunk[f :: 20 // commits + 1]
                 (wt.path / "src").mkdir(exist_ok=True)
                 (wt.path / "src" / f"module_{n}_{f}.py").write_text("\n".join(part) + "\n")
-            await commit_all(wt, message=f"part {n}", author_name="b", author_email="b@x", trailers={})
+            await stage_all(wt)
+            await commit_staged(wt, message=f"part {n}", author_name="b", author_email="b@x", trailers={})
         head = await head_sha(wt)
         known = [secrets.token_urlsafe(32) for _ in range(10)]
 

@@ -8,11 +8,9 @@ operator's explicit choice for trusted runners): the bot's own defences must hol
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import socket
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +27,9 @@ from bot.sandbox.confinement import Sandbox
 from bot.sandbox.process import scrubbed_env
 from bot.workspace.mirror import FETCH_REFSPEC, Mirror
 from bot.workspace.policy import policy_violations, protected_paths, revert
-from bot.workspace.worktree import add_worktree, commit_all
+from bot.workspace.worktree import add_worktree, commit_staged, stage_all
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
+from tests.processes import Server
 from tests.support import bwrap_marker
 
 pytestmark = bwrap_marker()
@@ -38,41 +37,21 @@ TOKEN = "ghs_" + "T0k3n" * 7 + "x"
 MODES = ["required", "off"]
 
 
-class Listener:
+class Listener(Server):
     """A TCP listener on loopback that records whatever connects (an attacker's server)."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.port = self.sock.getsockname()[1]
         self.received: list[bytes] = []
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__(("127.0.0.1", 0))
 
-    def _serve(self) -> None:
-        while True:
+    def answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(2)
             try:
-                conn, _ = self.sock.accept()
+                self.received.append(conn.recv(65536))
+                conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
             except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                try:
-                    self.received.append(conn.recv(65536))
-                    conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        # close() alone leaves the thread blocked in accept(): after the next signal it accepts
-        # again on the same fd number, by then another test's server (it answered a package
-        # index's requests with this 401, and hung that index's shutdown). shutdown() wakes it.
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.thread.join(timeout=10)
-        assert not self.thread.is_alive(), "the listener's thread did not stop"
+                pass
 
 
 @pytest.fixture
@@ -154,7 +133,10 @@ async def test_escape_1b_a_rewritten_git_file_cannot_make_the_bot_run_fsmonitor(
         'git --git-dir=.evil config core.fsmonitor "$PWD/evil.sh" && printf "gitdir: $PWD/.evil\\n" > .git; '
         "echo change > README.md",
     )
-    sha = await commit_all(wt, message="work", author_name="Bot", author_email="bot@example.com", trailers={})
+    await stage_all(wt)
+    sha = await commit_staged(
+        wt, message="work", author_name="Bot", author_email="bot@example.com", trailers={}
+    )
     assert not marker.exists(), "the bot's git ran a program the agent chose"
     assert sha is not None and git("show", "--stat", sha, cwd=mirror.path)
     if mode == "off":
@@ -269,7 +251,8 @@ async def test_changes_to_denied_paths_are_undone_whether_staged_or_not(tmp_path
         await revert(wt, problems)
         assert (wt.path / "locked" / "kept.txt").read_text() == "kept\n"
         assert not (wt.path / "locked" / "new.txt").exists()
-        sha = await commit_all(wt, message="m", author_name="a", author_email="a@example.com", trailers={})
+        await stage_all(wt)
+        sha = await commit_staged(wt, message="m", author_name="a", author_email="a@example.com", trailers={})
         assert sha is not None
         shown = await wt.git("show", "--name-only", "--format=", sha)
         assert shown.stdout.split() == ["fine.txt"]

@@ -18,13 +18,13 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bot.network.route import egress_route, forwarder_command
+from tests.processes import Server
 
 
 def free_port() -> int:
@@ -33,39 +33,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class Proxy:
+class Proxy(Server):
     """A stand-in for the proxy's socket: each connection reads until its client's half-close,
     then answers `got <n> bytes` and ends its own side."""
 
     def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.bind(str(path))
-        self.sock.listen(64)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__(path, backlog=64)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def _answer(conn: socket.socket) -> None:
+    def answer(self, conn: socket.socket) -> None:
         with conn:
             got = b""
             while chunk := conn.recv(65536):
                 got += chunk
             conn.sendall(b"got %d bytes" % len(got))
             conn.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture(params=["perl", "python3"], autouse=True)

@@ -22,7 +22,7 @@ from bot.orchestration.secretgate import hold_back
 from bot.plan.state import StoryStatus
 from bot.redaction import MASK, register_secret
 from bot.sandbox.confinement import Sandbox
-from bot.workspace.worktree import Worktree, add_worktree, commit_all, head_sha
+from bot.workspace.worktree import Worktree, add_worktree, commit_staged, head_sha, stage_all
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
 
 ONE_STORY = """
@@ -227,7 +227,10 @@ class CountingExecutor(ThreadPoolExecutor):
 async def _commit(wt: Worktree, files: dict[str, str]) -> str:
     for name, text in files.items():
         (wt.path / name).write_text(text)
-    sha = await commit_all(wt, message="work", author_name="Dev", author_email="dev@example.com", trailers={})
+    await stage_all(wt)
+    sha = await commit_staged(
+        wt, message="work", author_name="Dev", author_email="dev@example.com", trailers={}
+    )
     assert sha is not None
     return sha
 

@@ -12,42 +12,24 @@ import contextlib
 import logging
 import os
 import socket
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from bot.network.proxy import EgressProxy, destination, parse_egress, public
+from tests.processes import Server
 
 
-class Upstream:
-    """A loopback "registry": records every connection and the request head it got, holds it open."""
+class Upstream(Server):
+    """A loopback "registry": records every connection (`accepted`) and the request head it got,
+    holds it open (until `close`)."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(512)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
         self.heads: list[bytes] = []
-        self.conns: list[socket.socket] = []
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__(("127.0.0.1", 0), backlog=512)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.accepted += 1
-                self.conns.append(conn)
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
+    def answer(self, conn: socket.socket) -> None:
         data = b""
         try:
             while b"\r\n\r\n" not in data:
@@ -66,21 +48,6 @@ class Upstream:
                     self.heads.append(more)
         except OSError:
             return
-
-    def close(self) -> None:
-        # shutdown() before close() wakes a thread blocked in accept() or recv() on the socket:
-        # closed under it, after the next signal it would retry on the same fd number, by then
-        # another test's (see test_containment's Listener).
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        with self.lock:
-            for conn in self.conns:
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
-                conn.close()
-        self.thread.join(timeout=10)
-        assert not self.thread.is_alive(), "the upstream's thread did not stop"
 
 
 @pytest.fixture

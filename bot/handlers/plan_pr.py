@@ -32,7 +32,7 @@ from bot.runtime.routing import Event, Router
 from bot.runtime.services import Services
 from bot.store.permissions import is_bot
 from bot.store.plans import LoadedPlan
-from bot.workspace.worktree import add_worktree, commit_all, remove_worktree
+from bot.workspace.worktree import add_worktree, commit_staged, remove_worktree, stage_all
 
 router = Router()
 log = logging.getLogger(__name__)
@@ -73,7 +73,8 @@ async def open_plan_pr(session: Session, loaded: LoadedPlan) -> None:
         target = wt.path / prd_path(session.issue)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(prd_to_yaml(state.prd))
-        sha = await commit_all(
+        await stage_all(wt)
+        sha = await commit_staged(
             wt,
             message=f"Plan for #{session.issue}, revision {state.revision}",
             author_name=identity.name,

@@ -13,10 +13,11 @@ from bot.workspace.worktree import (
     Worktree,
     add_worktree,
     changed_files,
-    commit_all,
+    commit_staged,
     head_sha,
     merge_branches,
     remove_worktree,
+    stage_all,
 )
 
 __all__ = [
@@ -27,7 +28,7 @@ __all__ = [
     "Worktree",
     "add_worktree",
     "changed_files",
-    "commit_all",
+    "commit_staged",
     "git_env",
     "head_sha",
     "merge_branches",
@@ -35,4 +36,5 @@ __all__ = [
     "redact",
     "remove_worktree",
     "run_git",
+    "stage_all",
 ]

@@ -268,28 +268,6 @@ def _with_trailers(message: str, trailers: dict[str, str], co_authors: Sequence[
     return f"{body}\n\n" + "\n".join(lines) + "\n" if lines else f"{body}\n"
 
 
-async def commit_all(
-    wt: Worktree,
-    *,
-    message: str,
-    author_name: str,
-    author_email: str,
-    trailers: dict[str, str],
-    co_authors: Sequence[str] = (),
-) -> str | None:
-    """Stage everything and commit it as the given identity; None when nothing changed.
-    `co_authors` (`Name <address>`) are credited with `Co-authored-by:` trailers."""
-    await stage_all(wt)
-    return await commit_staged(
-        wt,
-        message=message,
-        author_name=author_name,
-        author_email=author_email,
-        trailers=trailers,
-        co_authors=co_authors,
-    )
-
-
 async def stage_all(wt: Worktree) -> None:
     """Stage every change of the worktree (`git add -A`)."""
     await wt.git("add", "-A")
@@ -304,7 +282,8 @@ async def commit_staged(
     trailers: dict[str, str],
     co_authors: Sequence[str] = (),
 ) -> str | None:
-    """Commit what is staged as the given identity (see `commit_all`); None when nothing is."""
+    """Commit what is staged (`stage_all` stages everything) as the given identity; None when
+    nothing is. `co_authors` (`Name <address>`) are credited with `Co-authored-by:` trailers."""
     made = await wt.git(
         "commit",
         "--no-verify",

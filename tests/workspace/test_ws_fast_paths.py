@@ -12,7 +12,14 @@ import pytest
 from bot.errors import WorkspaceError
 from bot.workspace.mirror import Mirror, read_ref
 from bot.workspace.policy import protected_paths
-from bot.workspace.worktree import add_worktree, admin_dir, commit_all, head_sha, remove_worktree
+from bot.workspace.worktree import (
+    add_worktree,
+    admin_dir,
+    commit_staged,
+    head_sha,
+    remove_worktree,
+    stage_all,
+)
 
 PRD = """
 version: 1
@@ -47,10 +54,12 @@ async def test_refs_read_from_files_agree_with_git(mirror: Mirror, git, tmp_path
     assert read_ref(mirror.path, "refs/remotes/origin/main") == main
     wt = await add_worktree(mirror, branch="b", base_ref="refs/remotes/origin/main", path=tmp_path / "wt")
     (wt.path / "x.txt").write_text("x\n")
-    sha = await commit_all(wt, message="x", author_name="Bot", author_email="bot@example.com", trailers={})
+    await stage_all(wt)
+    sha = await commit_staged(wt, message="x", author_name="Bot", author_email="bot@example.com", trailers={})
     assert sha == await head_sha(wt) == git("rev-parse", "HEAD", cwd=wt.path)
+    await stage_all(wt)
     assert (
-        await commit_all(wt, message="y", author_name="Bot", author_email="bot@example.com", trailers={})
+        await commit_staged(wt, message="y", author_name="Bot", author_email="bot@example.com", trailers={})
         is None
     )
 
@@ -70,7 +79,10 @@ async def test_a_push_leases_on_the_tracking_ref_and_recovers_when_the_remote_mo
     run.mirror = mirror
     wt = await add_worktree(mirror, branch="s1", base_ref="refs/remotes/origin/main", path=tmp_path / "w1")
     (wt.path / "a.txt").write_text("a\n")
-    first = await commit_all(wt, message="a", author_name="Bot", author_email="bot@example.com", trailers={})
+    await stage_all(wt)
+    first = await commit_staged(
+        wt, message="a", author_name="Bot", author_email="bot@example.com", trailers={}
+    )
     assert first is not None
     await _push(run, "s1", first)
     assert git("rev-parse", "refs/heads/s1", cwd=remote) == first
@@ -83,7 +95,10 @@ async def test_a_push_leases_on_the_tracking_ref_and_recovers_when_the_remote_mo
     git("commit", "-q", "-m", "b", cwd=seed)
     git("push", "-q", "origin", "s1", cwd=seed)
     (wt.path / "c.txt").write_text("c\n")
-    second = await commit_all(wt, message="c", author_name="Bot", author_email="bot@example.com", trailers={})
+    await stage_all(wt)
+    second = await commit_staged(
+        wt, message="c", author_name="Bot", author_email="bot@example.com", trailers={}
+    )
     assert second is not None
     await _push(run, "s1", second)  # the lease fails; the remote is asked and the push made on it
     assert git("rev-parse", "refs/heads/s1", cwd=remote) == second

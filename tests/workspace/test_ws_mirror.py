@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import WorkspaceError
-from bot.workspace import Mirror, PushRejected, add_worktree, commit_all, mirror_slug
+from bot.workspace import Mirror, PushRejected, add_worktree, commit_staged, mirror_slug, stage_all
 
 BOT_NAME = "plan-cascade[bot]"
 BOT_EMAIL = "123+plan-cascade[bot]@users.noreply.github.com"
@@ -90,7 +90,8 @@ async def test_default_branch_and_remote_sha(mirror: Mirror, remote: Path, git: 
 async def _commit_on(mirror: Mirror, *, branch: str, path: Path, base_ref: str = "origin/main") -> str:
     wt = await add_worktree(mirror, branch=branch, base_ref=base_ref, path=path)
     (wt.path / f"{branch.replace('/', '-')}.txt").write_text(f"{branch}\n")
-    sha = await commit_all(
+    await stage_all(wt)
+    sha = await commit_staged(
         wt, message=f"work on {branch}", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={}
     )
     assert sha is not None
@@ -109,8 +110,10 @@ async def test_push_new_branch_then_lease_then_rejected_after_foreign_push(
 
     wt = tmp_path / "wt1"
     (wt / "more.txt").write_text("more\n")
-    second = await commit_all(
-        await add_worktree(mirror, branch="bot/task-1", base_ref="origin/main", path=wt),
+    more = await add_worktree(mirror, branch="bot/task-1", base_ref="origin/main", path=wt)
+    await stage_all(more)
+    second = await commit_staged(
+        more,
         message="more",
         author_name=BOT_NAME,
         author_email=BOT_EMAIL,
@@ -130,7 +133,8 @@ async def test_push_new_branch_then_lease_then_rejected_after_foreign_push(
 
     (wt / "third.txt").write_text("third\n")
     wt_obj = await add_worktree(mirror, branch="bot/task-1", base_ref="origin/main", path=wt)
-    await commit_all(wt_obj, message="third", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    await stage_all(wt_obj)
+    await commit_staged(wt_obj, message="third", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
     with pytest.raises(PushRejected, match="bot/task-1"):
         await mirror.push("bot/task-1", expected_remote_sha=second, force=True)
     assert git("rev-parse", "bot/task-1", cwd=remote) == foreign
@@ -144,7 +148,10 @@ async def test_push_without_force_refuses_non_fast_forward(
     # Rebuild the branch from scratch: the remote sha is no longer an ancestor.
     wt = await add_worktree(mirror, branch="bot/a", base_ref="origin/main", path=tmp_path / "wt", reset=True)
     (wt.path / "other.txt").write_text("other\n")
-    rebuilt = await commit_all(wt, message="redo", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    await stage_all(wt)
+    rebuilt = await commit_staged(
+        wt, message="redo", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={}
+    )
     with pytest.raises(PushRejected, match="fast-forward"):
         await mirror.push("bot/a", expected_remote_sha=first)
     await mirror.push("bot/a", expected_remote_sha=first, force=True)

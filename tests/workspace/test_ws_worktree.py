@@ -16,10 +16,11 @@ from bot.workspace import (
     Mirror,
     add_worktree,
     changed_files,
-    commit_all,
+    commit_staged,
     head_sha,
     merge_branches,
     remove_worktree,
+    stage_all,
 )
 from bot.workspace.worktree import add_detached
 
@@ -34,8 +35,14 @@ async def test_two_worktrees_on_different_branches_at_once(mirror: Mirror, tmp_p
     two = await add_worktree(mirror, branch="bot/two", base_ref="origin/main", path=tmp_path / "two")
     (one.path / "one.txt").write_text("1\n")
     (two.path / "README.md").write_text("changed in two\n")
-    sha_one = await commit_all(one, message="one", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
-    sha_two = await commit_all(two, message="two", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    await stage_all(one)
+    sha_one = await commit_staged(
+        one, message="one", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={}
+    )
+    await stage_all(two)
+    sha_two = await commit_staged(
+        two, message="two", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={}
+    )
     assert sha_one and sha_two and sha_one != sha_two
     assert git("rev-parse", "bot/one", cwd=mirror.path) == sha_one
     assert git("rev-parse", "bot/two", cwd=mirror.path) == sha_two
@@ -48,7 +55,8 @@ async def test_two_worktrees_on_different_branches_at_once(mirror: Mirror, tmp_p
 async def test_commit_uses_bot_identity_and_trailers(mirror: Mirror, tmp_path: Path, git: Git) -> None:
     wt = await add_worktree(mirror, branch="bot/c", base_ref="origin/main", path=tmp_path / "c")
     (wt.path / "src" / "app.py").write_text("print('v2')\n")
-    sha = await commit_all(
+    await stage_all(wt)
+    sha = await commit_staged(
         wt,
         message="#12: update app\n\nBody line.",
         author_name=BOT_NAME,
@@ -73,23 +81,26 @@ async def test_commit_uses_bot_identity_and_trailers(mirror: Mirror, tmp_path: P
     assert trailers == "T2"
 
 
-async def test_commit_all_returns_none_when_nothing_changed(mirror: Mirror, tmp_path: Path) -> None:
+async def test_a_commit_returns_none_when_nothing_is_staged(mirror: Mirror, tmp_path: Path) -> None:
     wt = await add_worktree(mirror, branch="bot/n", base_ref="origin/main", path=tmp_path / "n")
     before = await head_sha(wt)
+    await stage_all(wt)
     assert (
-        await commit_all(wt, message="x", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={}) is None
+        await commit_staged(wt, message="x", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+        is None
     )
     assert await head_sha(wt) == before
 
 
-async def test_commit_all_records_deletions_and_new_files(mirror: Mirror, tmp_path: Path, git: Git) -> None:
+async def test_staging_all_records_deletions_and_new_files(mirror: Mirror, tmp_path: Path, git: Git) -> None:
     wt = await add_worktree(mirror, branch="bot/d", base_ref="origin/main", path=tmp_path / "d")
     base = await head_sha(wt)
     (wt.path / "README.md").unlink()
     (wt.path / "docs").mkdir()
     (wt.path / "docs" / "new.md").write_text("new\n")
     assert await changed_files(wt, base) == ["README.md", "docs/new.md"]  # before committing
-    sha = await commit_all(wt, message="d", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    await stage_all(wt)
+    sha = await commit_staged(wt, message="d", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
     assert git("show", "--name-status", "--format=", sha, cwd=wt.path).splitlines() == [
         "D\tREADME.md",
         "A\tdocs/new.md",
@@ -100,8 +111,9 @@ async def test_commit_all_records_deletions_and_new_files(mirror: Mirror, tmp_pa
 async def test_commit_refuses_a_trailer_that_would_break_the_message(mirror: Mirror, tmp_path: Path) -> None:
     wt = await add_worktree(mirror, branch="bot/t", base_ref="origin/main", path=tmp_path / "t")
     (wt.path / "x").write_text("x")
+    await stage_all(wt)
     with pytest.raises(ValueError, match="trailer"):
-        await commit_all(
+        await commit_staged(
             wt, message="m", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={"A": "b\nEvil: c"}
         )
 
@@ -109,7 +121,8 @@ async def test_commit_refuses_a_trailer_that_would_break_the_message(mirror: Mir
 async def test_existing_branch_resumes_unless_reset(mirror: Mirror, tmp_path: Path) -> None:
     wt = await add_worktree(mirror, branch="bot/r", base_ref="origin/main", path=tmp_path / "r")
     (wt.path / "progress.txt").write_text("step 1\n")
-    sha = await commit_all(wt, message="step 1", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    await stage_all(wt)
+    sha = await commit_staged(wt, message="step 1", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
     await remove_worktree(wt)
 
     resumed = await add_worktree(mirror, branch="bot/r", base_ref="origin/main", path=tmp_path / "r2")
@@ -189,7 +202,8 @@ async def _branch_writing(mirror: Mirror, tmp_path: Path, *, branch: str, files:
     )
     for name, text in files.items():
         (wt.path / name).write_text(text)
-    await commit_all(wt, message=branch, author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
+    await stage_all(wt)
+    await commit_staged(wt, message=branch, author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
     await remove_worktree(wt)
 
 
