@@ -188,10 +188,17 @@ async def _finish(
 ) -> None:
     """Kill what is left of the group, reap the leader and drain the pipe (bounded)."""
     await kill_process_group(proc)
-    await asyncio.wait({pump}, timeout=1.0)
+    await _drained(pump, timeout=1.0)
     if not pump.done():  # a child left the group (setsid) and still holds the pipe: stop listening
         pump.cancel()
     out.close()
+
+
+async def _drained(pump: asyncio.Future[None], *, timeout: float) -> None:  # noqa: ASYNC109 - a grace
+    """Wait up to `timeout` for the output to end; not at all when it has (`asyncio.wait` would
+    still take two turns of the loop)."""
+    if not pump.done():
+        await asyncio.wait({pump}, timeout=timeout)
 
 
 Streams = Literal["output", "stdio"]
@@ -350,7 +357,7 @@ async def run_process(
                 await child.release()  # nothing runs until its limits are set
                 await proc.wait()
                 # Children left in the background keep the pipe open: give them a moment, then kill.
-                await asyncio.wait({pump}, timeout=EXIT_GRACE_S)
+                await _drained(pump, timeout=EXIT_GRACE_S)
         except TimeoutError:
             timed_out = True
         finally:
