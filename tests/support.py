@@ -8,6 +8,7 @@ import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,19 @@ def audit_threads(event: str, matches: Callable[[tuple[Any, ...]], bool]) -> Ite
         yield listener[2]
     finally:
         _audit_listeners.remove(listener)
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """The loop's default executor, counting the calls handed to it (what `asyncio.to_thread` runs):
+    `asyncio.get_running_loop().set_default_executor(CountingExecutor())`."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.handed = 0
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.handed += 1
+        return super().submit(fn, *args, **kwargs)
 
 
 NOBODY = 65534

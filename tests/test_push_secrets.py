@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from bot.redaction import MASK, register_secret
 from bot.sandbox.confinement import Sandbox
 from bot.workspace.worktree import Worktree, add_worktree, commit_staged, head_sha, stage_all
 from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
+from tests.support import CountingExecutor
 
 ONE_STORY = """
 version: 1
@@ -210,18 +210,6 @@ async def test_a_review_fix_that_adds_a_token_is_not_pushed(tmp_path: Path) -> N
         reply = h.comments(pull.number)[-1]
         assert "did not push" in reply and "notify.env:1 (Slack Token)" in reply
         assert SLACK_TOKEN not in reply
-
-
-class CountingExecutor(ThreadPoolExecutor):
-    """The loop's default executor, counting the calls handed to it (what `asyncio.to_thread` runs)."""
-
-    def __init__(self) -> None:
-        super().__init__(max_workers=2)
-        self.handed = 0
-
-    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
-        self.handed += 1
-        return super().submit(fn, *args, **kwargs)
 
 
 async def _commit(wt: Worktree, files: dict[str, str]) -> str:

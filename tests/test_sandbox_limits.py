@@ -9,14 +9,22 @@ enforce for root: a root server without cgroups skips that test (the threat mode
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import os
 import re
+import resource
+import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from bot.errors import WorkspaceError
+from bot.sandbox.limits import LimitGate, Limits
 from bot.sandbox.process import ProcessResult, run_process, scrubbed_env
-from tests.support import bwrap_marker, make_settings
+from tests.support import CountingExecutor, audit_threads, bwrap_marker, make_settings
 
 pytestmark = bwrap_marker()
 
@@ -245,3 +253,123 @@ def test_a_server_that_is_not_root_limits_processes_per_sandbox_without_cgroups(
     forks, files = (json.loads(line) for line in done.stdout.strip().splitlines()[-2:])
     assert 20 < number(r"STARTED (\d+)", forks) < 30, forks
     assert number(r"OPENED (\d+)", files) < 200, files
+
+
+class FakeBubblewrap:
+    """The child's side of a `LimitGate`, held as bubblewrap holds it: it says on the info fd which
+    process is the sandbox's first, closes it, and waits on the block fd (read here without waiting)."""
+
+    def __init__(self, gate: LimitGate) -> None:
+        info, block = gate.child_fds
+        self.info, self.block = os.dup(info), os.dup(block)
+        os.set_blocking(self.block, False)
+        gate.started()
+
+    def say(self, words: bytes, *, done: bool = True) -> None:
+        os.write(self.info, words)
+        if done:
+            os.close(self.info)
+
+    def released(self) -> bytes:
+        try:
+            return os.read(self.block, 1)
+        except BlockingIOError:
+            return b""
+
+
+@contextlib.asynccontextmanager
+async def sandbox_process() -> AsyncIterator[int]:
+    """A process standing in for a sandbox's first one (its pid): killed on the way out."""
+    proc = await asyncio.create_subprocess_exec("sleep", "60")
+    try:
+        yield proc.pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+def child_pid(pid: int) -> bytes:
+    return json.dumps({"child-pid": pid, "cgroup-namespace": 4026531835}).encode()
+
+
+async def test_without_cgroups_the_limits_are_set_on_the_loop_then_the_sandbox_is_let_go() -> None:
+    """No cgroup to make: the limits are a few `prlimit` calls, made on the event loop's own thread
+    (handing them to a thread and back costs more, under load); then, not before, the gate opens."""
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    gate = LimitGate()
+    bwrap = FakeBubblewrap(gate)
+    async with sandbox_process() as pid:
+        bwrap.say(child_pid(pid))
+        with audit_threads("resource.prlimit", lambda args: args[0] == pid) as threads:
+            assert await gate.release(Limits(processes=40, open_files=200)) is None
+        assert resource.prlimit(pid, resource.RLIMIT_NOFILE) == (200, 200)
+        assert resource.prlimit(pid, resource.RLIMIT_NPROC) == (40, 40)
+    gate.close()
+    assert threads and set(threads) == {threading.get_ident()}
+    assert executor.handed == 0
+    assert bwrap.released() == b"1"
+
+
+async def test_the_gate_waits_for_all_bubblewrap_says_however_it_comes() -> None:
+    """Bubblewrap writes its info in pieces, a moment after it started, and closes it: the gate
+    reads it to the end before it limits anything."""
+    gate = LimitGate()
+    bwrap = FakeBubblewrap(gate)
+    async with sandbox_process() as pid:
+        releasing = asyncio.ensure_future(gate.release(Limits(open_files=200)))
+        await asyncio.sleep(0.05)
+        bwrap.say(child_pid(pid)[:9], done=False)
+        await asyncio.sleep(0.05)
+        assert not releasing.done() and bwrap.released() == b""
+        bwrap.say(child_pid(pid)[9:])
+        await releasing
+        assert resource.prlimit(pid, resource.RLIMIT_NOFILE) == (200, 200)
+    gate.close()
+    assert bwrap.released() == b"1"
+
+
+async def test_a_gate_that_cannot_limit_its_process_lets_nothing_run() -> None:
+    """Bubblewrap failed before making the sandbox (it said nothing): nothing to release. It named
+    no process, or one that cannot be limited: WorkspaceError, and the gate stays shut."""
+    silent = LimitGate()
+    bwrap = FakeBubblewrap(silent)
+    bwrap.say(b"")
+    assert await silent.release(Limits()) is None
+    silent.close()
+    assert bwrap.released() == b""
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()  # reaped: no process has its pid
+    for words in (b"{not json", child_pid(gone.pid)):
+        gate = LimitGate()
+        bwrap = FakeBubblewrap(gate)
+        bwrap.say(words)
+        with pytest.raises(WorkspaceError):
+            await gate.release(Limits(open_files=200))
+        gate.close()
+        assert bwrap.released() == b"", "the sandbox is never let go"
+
+
+async def test_a_cgroup_is_made_in_a_thread_with_the_process_inside() -> None:
+    """A cgroup to make is file work on the cgroup file system: in a thread, off the loop."""
+    from bot.sandbox.cgroups import find_cgroups
+
+    cgroups = find_cgroups("auto")
+    if cgroups is None or not cgroups.counts:
+        pytest.skip("no cgroup can be made here")
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    gate = LimitGate()
+    bwrap = FakeBubblewrap(gate)
+    async with sandbox_process() as pid:
+        bwrap.say(child_pid(pid))
+        group = await gate.release(Limits(processes=40, open_files=200, cgroups=cgroups))
+        assert group is not None
+        try:
+            assert executor.handed == 1
+            assert pid in group.pids()
+        finally:
+            await asyncio.to_thread(group.remove)
+    gate.close()
+    assert bwrap.released() == b"1"

@@ -91,6 +91,55 @@ def _lower(pid: int, kind: int, value: int) -> None:
     resource.prlimit(pid, kind, (value, value))
 
 
+async def _applied(limits: Limits, pid: int) -> Group | None:
+    """`apply`, on the loop when there is no cgroup to make: a few `prlimit` calls and a write to
+    `/proc`, tens of µs, less than a hand-off to a thread and back costs under load; in a thread
+    when a cgroup is made (folders and files on the cgroup file system)."""
+    if limits.cgroups is None:
+        return apply(limits, pid)
+    setting = asyncio.ensure_future(asyncio.to_thread(apply, limits, pid))
+    try:
+        return await asyncio.shield(setting)
+    except asyncio.CancelledError:  # let it finish, then undo it: its cgroup is not left behind
+        with contextlib.suppress(Exception):
+            made = await setting
+            if made is not None:
+                await asyncio.to_thread(made.remove)
+        raise
+
+
+async def _read_to_end(fd: int, *, limit: int) -> bytes:
+    """What the pipe `fd` gives until its writer closes it (about `limit` bytes at most), read
+    as it comes: a hundred bytes, not worth a transport set up and taken down on the loop."""
+    os.set_blocking(fd, False)
+    said = b""
+    while len(said) < limit:
+        try:
+            more = os.read(fd, limit)
+        except BlockingIOError:
+            await _readable(fd)
+            continue
+        if not more:
+            break
+        said += more
+    return said
+
+
+async def _readable(fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
 class LimitGate:
     """How limits reach a confined process before it runs anything: bubblewrap writes the
     sandbox's first process id to `--info-fd` and waits on `--block-fd` until `release` has put
@@ -115,33 +164,18 @@ class LimitGate:
 
         Nothing is released when bubblewrap failed before making the sandbox (nothing runs then)
         or when a limit cannot be set (WorkspaceError: the caller kills it, nothing has run)."""
-        self._open.discard(self._info)  # the transport owns it now
-        reader = asyncio.StreamReader()
-        pipe = os.fdopen(self._info, "rb", buffering=0)
-        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
         try:
-            said = b""
-            while len(said) < 65_536 and (more := await reader.read(65_536)):
-                said += more
+            said = await _read_to_end(self._info, limit=65_536)
         finally:
-            transport.close()
+            self._close(self._info)
         if not said.strip():
             return None
         try:
             pid = int(json.loads(said)["child-pid"])
         except (ValueError, KeyError, TypeError) as exc:
             raise WorkspaceError(f"bubblewrap did not say which process to limit ({exc})") from exc
-        setting = asyncio.ensure_future(asyncio.to_thread(apply, limits, pid))
         try:
-            group = await asyncio.shield(setting)
-        except asyncio.CancelledError:  # let it finish, then undo it: its cgroup is not left behind
-            with contextlib.suppress(Exception):
-                made = await setting
-                if made is not None:
-                    await asyncio.to_thread(made.remove)
-            raise
+            group = await _applied(limits, pid)
         except OSError as exc:
             raise WorkspaceError(f"the sandbox's resource limits could not be set ({exc})") from exc
         os.write(self._block, b"1")

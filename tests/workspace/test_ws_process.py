@@ -17,7 +17,7 @@ import pytest
 
 from bot.sandbox import run_process, scrubbed_env
 from tests.processes import live_with_arg, unique_sleep
-from tests.support import audit_threads, bwrap_marker, confined
+from tests.support import CountingExecutor, audit_threads, bwrap_marker, confined
 
 needs_bwrap = bwrap_marker()
 
@@ -229,15 +229,32 @@ async def test_a_sandboxed_commands_tool_dirs_are_looked_up_off_the_event_loop(
 ) -> None:
     """Which directories of PATH to show reads each of them (/usr/bin's ~1,000 entries): the loop,
     which runs every other story meanwhile, does not wait for that."""
-    from bot.sandbox.confinement import _kept_runtime
+    from bot.sandbox.tooldirs import kept_runtime
 
-    _kept_runtime.cache_clear()  # what an earlier test's confinement found is kept a minute
+    kept_runtime.cache_clear()  # what an earlier test's confinement found is kept a minute
     with audit_threads("os.scandir", lambda args: str(args[0]) == "/usr/bin") as threads:
         result = await run_process(
             "true", cwd=tmp_path, env=env, timeout=30, confinement=confined(tmp_path, tmp_path)
         )
     assert result.exit_code == 0
     assert threads and threading.get_ident() not in threads
+
+
+@needs_bwrap
+async def test_a_confined_process_without_cgroups_starts_with_no_hand_off_to_a_thread(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Its tool directories known (read by an earlier process), a confined process's argv is made
+    and its limits are set on the loop: each hand-off to a thread and back costs more than that
+    work under load. The limits hold all the same."""
+    jail = confined(tmp_path, tmp_path)
+    assert jail.limits is not None and jail.limits.any and jail.limits.cgroups is None
+    await run_process("true", cwd=tmp_path, env=env, timeout=30, confinement=jail)  # reads them
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    result = await run_process("ulimit -Hn", cwd=tmp_path, env=env, timeout=30, confinement=jail)
+    assert result.output == f"{jail.limits.open_files}\n"
+    assert executor.handed == 0
 
 
 def test_a_tool_directory_reached_by_two_path_entries_is_read_once_and_shown_with_its_runtime(
