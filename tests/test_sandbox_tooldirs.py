@@ -7,6 +7,9 @@ import itertools
 import os
 from pathlib import Path
 
+import pytest
+
+from bot.sandbox import tooldirs
 from bot.sandbox.confinement import Confinement
 from bot.sandbox.tooldirs import kept_runtime, within
 from tests.support import audit_threads
@@ -18,9 +21,12 @@ def test_within_answers_as_is_relative_to_does() -> None:
         assert within(path, folder) == path.is_relative_to(folder), (path, folder)
 
 
-def test_the_loops_argv_lists_no_directory_and_is_the_one_a_thread_makes(tmp_path: Path) -> None:
+def test_the_loops_argv_lists_no_directory_and_is_the_one_a_thread_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`known_argv` (what the event loop asks) never lists a tool directory: None until each was
     read (by `argv`, in a thread), then the very argv `argv` makes; None again once one changed."""
+    monkeypatch.setattr(tooldirs, "RUNTIME_KEEP", 1e9)  # no minute of keeping ends mid-test
     venv, base = tmp_path / "venv", tmp_path / "base"
     (base / "bin").mkdir(parents=True)
     (base / "bin" / "python3.11").write_text("")

@@ -242,11 +242,14 @@ async def test_a_sandboxed_commands_tool_dirs_are_looked_up_off_the_event_loop(
 
 @needs_bwrap
 async def test_a_confined_process_without_cgroups_starts_with_no_hand_off_to_a_thread(
-    tmp_path: Path, env: dict[str, str]
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its tool directories known (read by an earlier process), a confined process's argv is made
     and its limits are set on the loop: each hand-off to a thread and back costs more than that
     work under load. The limits hold all the same."""
+    from bot.sandbox import tooldirs
+
+    monkeypatch.setattr(tooldirs, "RUNTIME_KEEP", 1e9)  # no minute of keeping ends mid-test
     jail = confined(tmp_path, tmp_path)
     assert jail.limits is not None and jail.limits.any and jail.limits.cgroups is None
     await run_process("true", cwd=tmp_path, env=env, timeout=30, confinement=jail)  # reads them
@@ -284,10 +287,15 @@ def test_a_tool_directory_reached_by_two_path_entries_is_read_once_and_shown_wit
     assert len(reads) == 1, "the virtualenv's bin was read once"
 
 
-def test_a_tool_directorys_runtime_is_kept_until_the_directory_changes(tmp_path: Path) -> None:
+def test_a_tool_directorys_runtime_is_kept_until_the_directory_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every confined process asks what its tool directories need: a directory is listed again
     only when it changed (a python added or retargeted), not for each process."""
+    from bot.sandbox import tooldirs
     from bot.sandbox.confinement import Confinement
+
+    monkeypatch.setattr(tooldirs, "RUNTIME_KEEP", 1e9)  # no minute of keeping ends mid-test
 
     venv, first, second = tmp_path / "venv", tmp_path / "py1", tmp_path / "py2"
     for base in (first, second):
