@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from bot.environment.setup import ENV_DIRS
 from bot.errors import WorkspaceError
 from bot.workspace.git import OUTPUT_LIMIT, GitResult, PushRejected, failure_message, git_env, run_git
+from bot.workspace.turns import TurnLock
 
 TokenProvider = Callable[[], Awaitable[str | None]]
 
@@ -138,8 +139,8 @@ class Mirror:
         self._token_provider = token_provider
         self._base_env = dict(env or {})
         self._lock = asyncio.Lock()
-        self.worktree_lock = asyncio.Lock()
-        """Serialises `git worktree add/remove/prune`: they write the mirror's shared config."""
+        self.worktree_lock = TurnLock()
+        """Serialises `git worktree add/remove/prune` (they write the mirror's config); adds first."""
         self.worktree_admins: dict[Path, Path] = {}
         """Worktree path → its entry in ``worktrees/`` as `admin_dir` last found it (a hint it confirms)."""
         self._verified: tuple[int, int, int, int] | None = None

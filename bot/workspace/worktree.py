@@ -205,8 +205,9 @@ async def remove_worktree(wt: Worktree) -> None:
     """Remove the worktree and its registration; idempotent, fine if the dir is already gone.
 
     Whatever its processes left in it (folders made unreadable, trees thousands of levels deep)
-    goes too, off the event loop; OSError when the file system refuses."""
-    async with wt.mirror.worktree_lock:
+    goes too, off the event loop; OSError when the file system refuses. Nothing waits for a
+    removal the way a story or a merge waits for its worktree: any add waiting goes first."""
+    async with wt.mirror.worktree_lock.when_free():
         await _remove_locked(wt)
 
 
