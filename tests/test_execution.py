@@ -401,6 +401,41 @@ async def test_the_tool_path_reaches_agents_and_gates(tmp_path: Path) -> None:
     assert run.reporter.conclusions("STORY-001", "tool") == ["success"]
 
 
+async def test_the_next_batch_starts_while_the_last_batchs_worktree_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's merge worktree goes in the background too: the next batch's story runs beside
+    its removal, and none outlives the run."""
+    from bot.orchestration import batch
+
+    ran = asyncio.Event()
+    seen: list[bool] = []
+    real = batch.remove_batch_worktree
+
+    async def after_the_next_agent(wt):  # type: ignore[no-untyped-def]
+        try:
+            await asyncio.wait_for(ran.wait(), timeout=5)
+            seen.append(True)
+        except TimeoutError:  # the next batch waited for this removal
+            seen.append(False)
+        await real(wt)
+
+    async def checkpoint(step: str, subject: str) -> None:
+        if step == "agent-finished" and subject == "STORY-002":
+            ran.set()
+
+    monkeypatch.setattr(batch, "remove_batch_worktree", after_the_next_agent)
+    remote = make_remote(tmp_path)
+    script = agent_script(tmp_path, "agent.sh", WRITE_FILE)
+    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, "gates:\n  detect: false\n"))
+    run.checkpoint = checkpoint
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED
+    assert seen[:1] == [True]  # batch 1's worktree: removed after batch 2's story ran
+    assert sorted(p.name for p in run.work_root.iterdir() if p.name.startswith("batch-")) == []
+    assert run.tidying is None
+
+
 async def test_a_batch_is_merged_while_its_story_worktrees_are_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

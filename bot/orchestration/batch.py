@@ -59,6 +59,7 @@ async def merge_batch(
     branch = batch_branch(run.branch_prefix, batch)
     base = batch_base(run, batch)
     path = run.work_root / f"batch-{batch}"
+    await run.untidied(path)  # this batch's last worktree, when it is still going
     done = await _already_merged(run, batch, base, story_ids) if push is not None else None
     if done is not None:  # a publish redone after a crash: what was merged and pushed stands
         await run.mirror.git("update-ref", f"refs/heads/{branch}", done)
@@ -97,10 +98,15 @@ async def merge_batch(
         return await _finish_merge(run, wt, batch, merged, failed=failed, push=push)
     finally:
         run.protected.pop(path, None)
-        try:
-            await remove_worktree(wt)
-        except WorkspaceError as exc:
-            log.warning("could not remove batch worktree: %s", exc.message)
+        await run.tidy(path, remove_batch_worktree(wt))  # the next batch goes on meanwhile
+
+
+async def remove_batch_worktree(wt: Worktree) -> None:
+    """Remove a batch's worktree; a failure is logged, never raised (nothing is lost with it)."""
+    try:
+        await remove_worktree(wt)
+    except WorkspaceError as exc:
+        log.warning("could not remove batch worktree: %s", exc.message)
 
 
 async def _finish_merge(

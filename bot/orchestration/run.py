@@ -105,15 +105,28 @@ class Run:
     paths it includes (`orchestration.depcheck`): read once per base, not once per story."""
     pip_includes_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     tidying: dict[Path, asyncio.Task[None]] | None = None
-    """While the engine runs the plan (`execute`): the story worktrees being removed in the
-    background, by path, off their batch's way (its merge does not wait for them; the next story
-    at a path waits for its removal, `execute` for all of them); None: `run_story` removes its
-    worktree before it returns."""
+    """While the engine runs the plan (`execute`): the story and batch worktrees being removed in
+    the background, by path, off the run's way (a batch's merge does not wait for its stories',
+    nor the next batch for the merge's; the next worktree at a path waits for its removal,
+    `execute` for all of them); None: each is removed before its step returns (`tidy`)."""
     identity: CommitIdentity | None = None
     """Who the run's commits are by (the App's bot, learned from GitHub) and whom story commits
     credit; None: the repository config's author, else the defaults."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _unsaved: list[Callable[[PlanState], PlanState]] = field(default_factory=list)
+
+    async def tidy(self, path: Path, removal: Awaitable[None]) -> None:
+        """Remove the worktree at `path` (`removal`): in the background while the engine runs the
+        plan (`tidying`), else now."""
+        if self.tidying is None:
+            await removal
+        else:
+            self.tidying[path] = asyncio.ensure_future(removal)
+
+    async def untidied(self, path: Path) -> None:
+        """Wait until the worktree last at `path` is gone, when it is still being removed."""
+        if self.tidying is not None and path in self.tidying:
+            await self.tidying.pop(path)
 
     async def commit_of(self, ref: str) -> str:
         """The sha `ref` names in the mirror: read from git's files when it can be (a branch or a

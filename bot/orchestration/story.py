@@ -85,8 +85,7 @@ async def run_story(
     await run.story(story_id, status=StoryStatus.RUNNING, branch=branch)
     path = run.work_root / story_id.lower()
     home = run.work_root / f".home-{story_id.lower()}"
-    if run.tidying is not None and path in run.tidying:  # this story's last worktree, still going
-        await run.tidying.pop(path)
+    await run.untidied(path)  # this story's last worktree, when it is still going
     home.mkdir(parents=True, exist_ok=True)
     try:
         done = await committed_work(run, story_id, branch, base_ref) if interrupted else None
@@ -129,11 +128,8 @@ async def run_story(
         await run.story(story_id, important=True, status=StoryStatus.FAILED, reason=exc.message)
     finally:
         run.protected.pop(path, None)
-        removal = cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home)
-        if run.tidying is None:
-            await removal
-        else:  # the batch goes on meanwhile (see `Run.tidying`)
-            run.tidying[path] = asyncio.ensure_future(removal)
+        # The batch goes on meanwhile (see `Run.tidying`).
+        await run.tidy(path, cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home))
 
 
 def _setup_passes_on_base(run: Run) -> bool:
