@@ -109,8 +109,8 @@ def runtime_of(directory: Path, *, real: Path, listing: bool = True) -> list[Pat
     `real`: the directory resolved. Not `listing`: None when that is not kept, rather than list it."""
     try:
         listed = os.stat(directory).st_mtime_ns
-    except OSError:
-        return _find_runtime(directory)  # nothing there to list
+    except OSError:  # nothing there to list; what it names is still looked at, off the loop
+        return _find_runtime(directory) if listing else None
     try:
         config: int | None = os.stat(real.parent / "pyvenv.cfg").st_mtime_ns
     except OSError:

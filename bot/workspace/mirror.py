@@ -139,8 +139,7 @@ class Mirror:
         self._token_provider = token_provider
         self._base_env = dict(env or {})
         self._lock = asyncio.Lock()
-        self.worktree_lock = TurnLock()
-        """Serialises `git worktree add/remove/prune` (they write the mirror's config); adds first."""
+        self.worktree_lock = TurnLock()  # `git worktree add/remove/prune` write its config; adds first
         self.worktree_admins: dict[Path, Path] = {}
         """Worktree path → its entry in ``worktrees/`` as `admin_dir` last found it (a hint it confirms)."""
         self._verified: tuple[int, int, int, int] | None = None
