@@ -65,6 +65,7 @@ ROOT_MODULES: dict[str, str] = {
     "metrics": "the Prometheus registry every layer counts in",
     "clock": "the time",
     "procinfo": "who a process is (the queue's leases and the reaper both ask)",
+    "tasks": "work started ahead and let go unwanted (the handlers' reads and the engine's)",
 }
 """The only modules in bot's root besides `__init__`: used by every layer, in none."""
 

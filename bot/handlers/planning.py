@@ -36,6 +36,7 @@ from bot.runtime.services import Services
 from bot.runtime.worker import JobKinds
 from bot.store.permissions import Verdict, is_bot
 from bot.store.plans import LoadedPlan
+from bot.tasks import forget
 
 router = Router()
 kinds = JobKinds()
@@ -62,10 +63,8 @@ async def on_issue_labeled(event: Event, services: Services) -> None:
             return
         await _plan_labeled(session, event, permission or asyncio.ensure_future(session.may_act(sender)))
     finally:
-        if permission is not None and not permission.done():
-            permission.cancel()
-        elif permission is not None and not permission.cancelled():
-            permission.exception()  # retrieved: a failure is not reported as lost
+        if permission is not None:  # not wanted (or already used): a failure is not reported as lost
+            forget(permission)
         await session.acknowledged()
 
 

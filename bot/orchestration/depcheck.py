@@ -27,6 +27,7 @@ from bot.gates.dependencies import GATE, KEEP, dependency_result, records
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult, conclusion
 from bot.orchestration.run import Run
+from bot.tasks import forget
 from bot.workspace.git import OutputTooLarge
 
 log = logging.getLogger(__name__)
@@ -158,9 +159,7 @@ class DependencyRead:
 
     def cancel(self) -> None:
         """Not wanted (the attempt ended before its check): stop it, and never raise its error."""
-        self.task.cancel()
-        if self.task.done() and not self.task.cancelled():
-            self.task.exception()  # read, so it is not reported as never retrieved
+        forget(self.task)
 
 
 def checked(run: Run) -> bool:

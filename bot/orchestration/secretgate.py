@@ -25,6 +25,7 @@ from typing import Any
 from bot.network.secretscan import Finding
 from bot.orchestration.run import Run
 from bot.redaction import known_secrets
+from bot.tasks import forget
 from bot.workspace.outgoing import outgoing_secrets, staged_diff, uncommit
 from bot.workspace.worktree import Worktree, head_sha
 
@@ -45,9 +46,7 @@ class StagedRead:
 
     def cancel(self) -> None:
         """Not wanted (nothing committed, or the attempt ended): stop it, never raise its error."""
-        self.task.cancel()
-        if self.task.done() and not self.task.cancelled():
-            self.task.exception()  # read, so it is not reported as never retrieved
+        forget(self.task)
 
 
 async def with_staged_read(
