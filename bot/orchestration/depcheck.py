@@ -23,7 +23,7 @@ import time
 from bot.environment.lockfiles import Change, changes, is_dependency_file
 from bot.environment.requirements import decode, includes
 from bot.errors import GitHubError
-from bot.gates.dependencies import GATE, KEEP, dependency_result, records
+from bot.gates.dependencies import GATE, KEEP, AdvisoryLookup, dependency_result, records
 from bot.gates.detect import GateSpec
 from bot.gates.report import GateResult, conclusion
 from bot.orchestration.run import Run
@@ -162,14 +162,14 @@ class DependencyRead:
         forget(self.task)
 
 
-def checked(run: Run) -> bool:
-    """Whether `run`'s stories get the check: the repository has it on, and there is an
-    Advisory Database to ask (local runs have none)."""
-    return run.advisories is not None and run.config.dependencies.check
+def advisories(run: Run) -> AdvisoryLookup | None:
+    """The Advisory Database `run`'s stories are checked against; None when they get no check
+    (the repository has it off, or there is none to ask: local runs)."""
+    return run.advisories if run.config.dependencies.check else None
 
 
 async def _changes(run: Run, *, base_ref: str, head: str) -> tuple[list[Change], list[str]]:
-    if not checked(run):
+    if advisories(run) is None:
         return [], []
     base = await run.commit_of(base_ref)
     return await changed_dependencies(run, base=base, head=head)
@@ -180,8 +180,8 @@ async def check_dependencies(
 ) -> list[GateResult]:
     """The `dependencies` gate of `head` (empty when it changes no dependency file, or is off);
     with `read`, what it read of `head` already."""
-    lookup = run.advisories
-    if lookup is None or not checked(run):
+    lookup = advisories(run)
+    if lookup is None:
         return []
     done = await read.result(head) if read is not None else None
     found, unread = done if done is not None else await _changes(run, base_ref=base_ref, head=head)

@@ -50,7 +50,8 @@ async def execute(run: Run) -> PlanState:
 
 
 async def _tidied(run: Run) -> None:
-    """Wait for the story worktrees still being removed (`Run.tidying`): none outlives the run."""
+    """Wait for the story and batch worktrees still being removed (`Run.tidying`): none outlives
+    the run."""
     pending, run.tidying = run.tidying or {}, None
     ended = await asyncio.gather(*pending.values(), return_exceptions=True)
     for path, done in zip(pending, ended, strict=True):
