@@ -44,7 +44,7 @@ def test_the_loops_argv_lists_no_directory_and_is_the_one_a_thread_makes(
         assert listed == []
         return made
 
-    kept_runtime.cache_clear()
+    kept_runtime.clear()
     assert on_the_loop() is None
     made = box.argv(["python", "-V"], cwd=tmp_path / "wt", env=env)
     assert str(base) in made and str(venv) in made

@@ -12,9 +12,7 @@ directory would have to be listed, and a caller on the loop asks again from a th
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -28,34 +26,11 @@ directory (~1,000 entries in /usr/bin); a symlink retargeted elsewhere (`/etc/al
 shows within the minute."""
 
 
-class _Kept:
-    """What tool directories need, by directory and the state it was found in: the 256 used last.
-    Asked on the event loop (which only takes what is kept) and from threads alike."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._found: OrderedDict[tuple[object, ...], tuple[Path, ...]] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[object, ...]) -> tuple[Path, ...] | None:
-        with self._lock:
-            found = self._found.get(key)
-            if found is not None:
-                self._found.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[object, ...], found: tuple[Path, ...]) -> None:
-        with self._lock:
-            self._found[key] = found
-            while len(self._found) > self._size:
-                self._found.popitem(last=False)
-
-    def cache_clear(self) -> None:
-        with self._lock:
-            self._found.clear()
-
-
-kept_runtime = _Kept()
+KEPT_MAX = 256
+kept_runtime: dict[tuple[object, ...], tuple[Path, ...]] = {}
+"""What tool directories need, by directory and the state (and minute) it was found in: asked on
+the event loop, which only takes what is kept, and from threads alike (a dict's reads and writes
+are whole under the GIL); it starts over when `KEPT_MAX` are kept."""
 
 
 def within(path: Path, folder: Path) -> bool:
@@ -121,7 +96,9 @@ def runtime_of(directory: Path, *, real: Path, listing: bool = True) -> list[Pat
         if not listing:
             return None
         found = tuple(_find_runtime(directory))
-        kept_runtime.put(key, found)
+        if len(kept_runtime) >= KEPT_MAX:
+            kept_runtime.clear()
+        kept_runtime[key] = found
     return list(found)
 
 

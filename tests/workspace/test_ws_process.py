@@ -231,7 +231,7 @@ async def test_a_sandboxed_commands_tool_dirs_are_looked_up_off_the_event_loop(
     which runs every other story meanwhile, does not wait for that."""
     from bot.sandbox.tooldirs import kept_runtime
 
-    kept_runtime.cache_clear()  # what an earlier test's confinement found is kept a minute
+    kept_runtime.clear()  # what an earlier test's confinement found is kept a minute
     with audit_threads("os.scandir", lambda args: str(args[0]) == "/usr/bin") as threads:
         result = await run_process(
             "true", cwd=tmp_path, env=env, timeout=30, confinement=confined(tmp_path, tmp_path)
