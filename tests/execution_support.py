@@ -59,6 +59,12 @@ def agent_script(tmp: Path, name: str, body: str) -> Path:
     return path
 
 
+def counted(counter: Path) -> str:
+    """A line of an agent script: which run of the script this is (1, 2, …) in `$n`, counted in
+    the file `counter` (an attempt's number, when one story runs it)."""
+    return f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+
+
 def config_for(script: Path, extra: str = "") -> Any:
     """A repo config whose default agent is the script (run in the worktree)."""
     gates = "" if "gates:" in extra else "gates:\n  detect: false\n  strict: true\n"

@@ -6,6 +6,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from tests.execution_support import (
     agent_script,
     approved_state,
     config_for,
+    counted,
     git,
     make_remote,
     make_run,
@@ -111,8 +113,7 @@ async def test_gate_failure_then_success_on_retry(tmp_path: Path) -> None:
     script = agent_script(
         tmp_path,
         "flaky.sh",
-        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
-        'id=$(echo "$1" | tr A-Z a-z)\n'
+        counted(counter) + 'id=$(echo "$1" | tr A-Z a-z)\n'
         'if [ $n -ge 2 ]; then echo done > "$2/$id.txt"; else echo oops > "$2/$id.txt"; fi\n',
     )
     remote = make_remote(tmp_path)
@@ -401,6 +402,21 @@ async def test_the_tool_path_reaches_agents_and_gates(tmp_path: Path) -> None:
     assert run.reporter.conclusions("STORY-001", "tool") == ["success"]
 
 
+def held_until(event: asyncio.Event, real: Any, seen: list[bool]) -> Any:
+    """`real` (a removal), started only once `event` is set: `seen` says, for each call, whether it
+    was set within 5 s (False: whatever sets it waited for this removal)."""
+
+    async def held(*args: Any) -> None:
+        try:
+            await asyncio.wait_for(event.wait(), timeout=5)
+            seen.append(True)
+        except TimeoutError:
+            seen.append(False)
+        await real(*args)
+
+    return held
+
+
 async def test_the_next_batch_starts_while_the_last_batchs_worktree_is_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -410,21 +426,13 @@ async def test_the_next_batch_starts_while_the_last_batchs_worktree_is_removed(
 
     ran = asyncio.Event()
     seen: list[bool] = []
-    real = batch.remove_batch_worktree
-
-    async def after_the_next_agent(wt):  # type: ignore[no-untyped-def]
-        try:
-            await asyncio.wait_for(ran.wait(), timeout=5)
-            seen.append(True)
-        except TimeoutError:  # the next batch waited for this removal
-            seen.append(False)
-        await real(wt)
 
     async def checkpoint(step: str, subject: str) -> None:
         if step == "agent-finished" and subject == "STORY-002":
             ran.set()
 
-    monkeypatch.setattr(batch, "remove_batch_worktree", after_the_next_agent)
+    # Removed only once batch 2's story ran: had the next batch waited for it, it never would.
+    monkeypatch.setattr(batch, "remove_batch_worktree", held_until(ran, batch.remove_batch_worktree, seen))
     remote = make_remote(tmp_path)
     script = agent_script(tmp_path, "agent.sh", WRITE_FILE)
     run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, "gates:\n  detect: false\n"))
@@ -445,21 +453,13 @@ async def test_a_batch_is_merged_while_its_story_worktrees_are_removed(
 
     merged = asyncio.Event()
     seen: list[bool] = []
-    real = story.cleanup
-
-    async def after_the_merge(wt, home):  # type: ignore[no-untyped-def]
-        try:
-            await asyncio.wait_for(merged.wait(), timeout=5)
-            seen.append(True)
-        except TimeoutError:  # the merge waited for this removal
-            seen.append(False)
-        await real(wt, home)
 
     async def checkpoint(step: str, subject: str) -> None:
         if step == "merged":
             merged.set()
 
-    monkeypatch.setattr(story, "cleanup", after_the_merge)
+    # Removed only once the merge began: had the merge waited for them, it never would.
+    monkeypatch.setattr(story, "cleanup", held_until(merged, story.cleanup, seen))
     remote = make_remote(tmp_path)
     script = agent_script(tmp_path, "agent.sh", WRITE_FILE)
     run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, "gates:\n  detect: false\n"))

@@ -110,6 +110,14 @@ def read_all(conn: socket.socket) -> bytes:
     return data
 
 
+def exchange(port: int, request: bytes) -> bytes:
+    """One tunnel through the forwarder: `request` sent and half-closed, the whole answer read."""
+    with connect(port) as conn:
+        conn.sendall(request)
+        conn.shutdown(socket.SHUT_WR)
+        return read_all(conn)
+
+
 def test_it_relays_many_tunnels_at_once_each_with_a_half_close(folder: Path) -> None:
     proxy, port = Proxy(folder / "proxy.sock"), free_port()
     try:
@@ -137,10 +145,7 @@ def test_a_client_is_closed_while_the_proxy_cannot_be_reached_and_served_once_it
             assert read_all(conn) == b"", "no proxy socket yet: the client is closed"
     proxy = Proxy(folder / "proxy.sock")
     try:
-        with connect(port) as conn:
-            conn.sendall(b"hello")
-            conn.shutdown(socket.SHUT_WR)
-            assert read_all(conn) == b"got 5 bytes"
+        assert exchange(port, b"hello") == b"got 5 bytes"
     finally:
         proxy.close()
 
@@ -207,9 +212,6 @@ def test_a_perl_that_cannot_run_it_leaves_the_forwarder_to_python(folder: Path, 
     try:
         started = start(folder, port, path=str(tools))
         assert started.returncode == 0 and started.stdout == "listening\n", started
-        with connect(port) as conn:
-            conn.sendall(b"hello")
-            conn.shutdown(socket.SHUT_WR)
-            assert read_all(conn) == b"got 5 bytes"
+        assert exchange(port, b"hello") == b"got 5 bytes"
     finally:
         proxy.close()

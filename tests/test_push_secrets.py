@@ -22,7 +22,15 @@ from bot.plan.state import StoryStatus
 from bot.redaction import MASK, register_secret
 from bot.sandbox.confinement import Sandbox
 from bot.workspace.worktree import Worktree, add_worktree, commit_staged, head_sha, stage_all
-from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
+from tests.execution_support import (
+    agent_script,
+    approved_state,
+    config_for,
+    counted,
+    git,
+    make_remote,
+    make_run,
+)
 from tests.support import CountingExecutor
 
 ONE_STORY = """
@@ -69,8 +77,7 @@ async def test_an_aws_key_is_never_pushed_and_the_retry_is_told_where_it_is(tmp_
     counter = tmp_path / "count"
     script = logging_agent(
         tmp_path,
-        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
-        'echo "import os" > "$2/settings.py"\n'
+        counted(counter) + 'echo "import os" > "$2/settings.py"\n'
         f'if [ $n -eq 1 ]; then echo \'AWS_ACCESS_KEY_ID = "{AWS_KEY}"\' >> "$2/settings.py"; '
         """else echo 'AWS_ACCESS_KEY_ID = os.environ["AWS_ACCESS_KEY_ID"]' >> "$2/settings.py"; fi\n""",
     )
@@ -113,8 +120,7 @@ async def test_a_server_secret_is_caught_even_in_an_ignored_fixture(tmp_path: Pa
     counter = tmp_path / "count"
     script = logging_agent(
         tmp_path,
-        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
-        'mkdir -p "$2/fixtures"\n'
+        counted(counter) + 'mkdir -p "$2/fixtures"\n'
         f'echo \'AWS = "{AWS_KEY}"\' > "$2/fixtures/aws.py"\n'  # a known fixture: ignored
         'echo "x = 1" > "$2/settings.py"\n'
         f'if [ $n -eq 1 ]; then echo "copied: {server_secret}" > "$2/fixtures/env.txt"; '
@@ -263,8 +269,7 @@ async def test_the_commit_of_what_the_agent_left_is_scanned_from_its_index_besid
     counter = tmp_path / "count"
     script = logging_agent(
         tmp_path,
-        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
-        f'if [ $n -eq 1 ]; then echo \'KEY = "{AWS_KEY}"\' > "$2/settings.py"; '
+        counted(counter) + f'if [ $n -eq 1 ]; then echo \'KEY = "{AWS_KEY}"\' > "$2/settings.py"; '
         'else echo "KEY = None" > "$2/settings.py"; fi\n',
     )
     seen: list[str] = []
@@ -294,8 +299,7 @@ async def test_what_the_agent_committed_itself_is_scanned_from_its_commits(tmp_p
     counter = tmp_path / "count"
     script = logging_agent(
         tmp_path,
-        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
-        'cd "$2"\n'
+        counted(counter) + 'cd "$2"\n'
         f"if [ $n -eq 1 ]; then echo 'KEY = \"{AWS_KEY}\"' > secret.py; git add secret.py; "
         "git -c user.name=a -c user.email=a@example.com commit -q -m mine; "
         'echo "x = 1" > settings.py; '
