@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.network import netns
 from bot.network.route import egress_route, forwarder_command
 from tests.processes import Server
 
@@ -193,9 +194,11 @@ def test_a_forwarder_that_cannot_start_ends_the_line_with_97(folder: Path, tmp_p
         )
 
 
-async def test_a_route_writes_nothing_but_the_proxys_socket() -> None:
+async def test_a_route_writes_nothing_but_the_proxys_socket(monkeypatch: pytest.MonkeyPatch) -> None:
     """The forwarder's code is on its command line: a run's folder holds the socket alone."""
+    monkeypatch.setattr(netns, "available", lambda: False)  # a server that is not root
     async with egress_route(None) as route:
+        assert route.folder is not None
         assert [p.name for p in route.folder.iterdir()] == ["proxy.sock"]
         assert "python3 -I -S -c " in route.prelude and "perl -C0 -e " in route.prelude
 

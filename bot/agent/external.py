@@ -168,10 +168,10 @@ class CommandAgent:
         )
         blocked: list[BlockedRequest] = []
         async with _egress(task, confinement) as route:
-            if route is not None:  # out through the proxy alone: its forwarder starts first
-                command = route.prelude + command
+            if route is not None:  # out through the proxy alone
+                command = route.command(command)
                 env = {**env, **route.env}
-                confinement = replace(confinement, readonly=(*confinement.readonly, route.folder))
+                confinement = confinement.going_out(route)
             outcome = await run_process(
                 command,
                 cwd=task.worktree,

@@ -19,7 +19,7 @@ import ipaddress
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,9 +109,10 @@ async def local_server(
         async with contextlib.AsyncExitStack() as stack:
             if confinement.confined and allowed:  # unconfined (PLAN_CASCADE_SANDBOX=off): the host's network
                 route = await stack.enter_async_context(mcp_route(allowed))
-                argv = ["/bin/bash", "-c", route.prelude + 'exec "$@"', name, *argv]
+                if route.prelude:  # its forwarder starts first
+                    argv = ["/bin/bash", "-c", route.command('exec "$@"'), name, *argv]
                 env.update(route.env)
-                confinement = replace(confinement, readonly=(*confinement.readonly, route.folder))
+                confinement = confinement.going_out(route)
             streams = await stack.enter_async_context(
                 confined_stdio(argv, cwd=place.worktree, env=env, confinement=confinement)
             )

@@ -9,9 +9,11 @@ socket both ways, each way ending with a half-close (a client that has sent its 
 gets the answer), a client the proxy cannot take is closed, and many tunnels run at once. It
 dies with the sandbox.
 
-It runs before every confined agent and setup run, so it is kept cheap: **perl** when the tool
-PATH has it (~3 ms to start; `perl-base` is on every Debian and Ubuntu system), with no module
-at all (the socket calls are perl's own), else **python3** with its C modules alone (~11 ms).
+It runs before every confined agent and setup run where the server cannot make the proxy's
+socket in the sandbox itself (`bot.network.netns`: a server that is not root), so it is kept
+cheap: **perl** when the tool PATH has it (~3 ms to start; `perl-base` is on every Debian and
+Ubuntu system), with no module at all (the socket calls are perl's own), else **python3** with
+its C modules alone (~11 ms).
 Neither reads a file: the code is on the command line. The variables that would change either
 (`PERL5OPT`, `PERL5LIB`, `PERLIO`, …; `PYTHONPATH`, …) are set aside for it (perl's emptied for
 its command, `-C0`; Python's by `-I -S`), since setup's and the agent's environment are the

@@ -4,12 +4,12 @@ Setup commands run the repository's code (a build backend, a `setup.py`, an npm 
 with network, so they can install. Sharing the host's network would let that code reach the
 server's loopback services (`/metrics`, a database, an admin port), the private network and the
 cloud's metadata address. Instead setup gets its own network namespace with nothing in it but
-loopback, and this proxy, listening on a Unix socket that is bind-mounted into the sandbox; a
-small forwarder started inside relays the sandbox's `127.0.0.1:3128` to it, and
-`HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` point there (uv, pip, npm, yarn, go and cargo honour them,
-and so do Claude Code, Codex and aider). External CLI agents go out the same way, each run through
-a proxy of its own, to the hosts of `PLAN_CASCADE_AGENT_EGRESS` (narrowed by the repository's
-`agent.egress`): their model's API and the package registries.
+loopback, and this proxy, listening on the sandbox's `127.0.0.1:3128` (`bot.network.route`:
+a socket made in its namespace, or a forwarder there relaying to a Unix socket bind-mounted into
+the sandbox), and `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` point there (uv, pip, npm, yarn, go
+and cargo honour them, and so do Claude Code, Codex and aider). External CLI agents go out the
+same way, each run through a proxy of its own, to the hosts of `PLAN_CASCADE_AGENT_EGRESS`
+(narrowed by the repository's `agent.egress`): their model's API and the package registries.
 
 The proxy answers `CONNECT host:port` (https) and absolute-form `GET`/`HEAD http://host/...`
 (plain http, without a body, one request per connection, sent with the checked host as `Host`)
@@ -70,7 +70,8 @@ ACCEPT_BACKOFF = 0.2
 
 
 class EgressProxy:
-    """The proxy of one setup run (or agent run) on a Unix socket; `async with` starts and stops it.
+    """The proxy of one setup run (or agent run) on a Unix socket, or on a socket listening in the
+    sandbox's own network namespace (`adopt`); `async with` starts and stops it.
 
     It holds at most `max_connections` connections at once (two of the server's file descriptors
     each): further ones wait in the socket's backlog, which costs the server nothing, until one
@@ -80,7 +81,7 @@ class EgressProxy:
 
     def __init__(
         self,
-        socket_path: Path,
+        socket_path: Path | None,
         allowed: Sequence[Entry] | Allowlist,
         *,
         resolve: Resolver = system_resolver,
@@ -103,6 +104,8 @@ class EgressProxy:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> EgressProxy:
+        if self.socket_path is None:  # its socket comes later (`adopt`)
+            return self
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(str(self.socket_path))
@@ -111,9 +114,17 @@ class EgressProxy:
         except BaseException:
             sock.close()
             raise
+        self.adopt(sock)
+        return self
+
+    def adopt(self, sock: socket.socket) -> None:
+        """Serve what connects to `sock`, a listening, non-blocking stream socket made elsewhere
+        (`bot.network.netns.listen_in`); it is closed with the proxy."""
+        if self._sock is not None:
+            sock.close()
+            raise RuntimeError("the egress proxy listens already")
         self._sock = sock
         self._listener = asyncio.create_task(self._listen(sock))
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         # Our own tasks, cancelled and awaited here: nothing is left to log a traceback later.
@@ -123,8 +134,9 @@ class EgressProxy:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._sock is not None:
             self._sock.close()  # connections still in the backlog are refused with it
-        with contextlib.suppress(OSError):
-            self.socket_path.unlink()
+        if self.socket_path is not None:
+            with contextlib.suppress(OSError):
+                self.socket_path.unlink()
 
     async def _listen(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -147,7 +159,7 @@ class EgressProxy:
     async def _connection(self, conn: socket.socket) -> None:
         writer: asyncio.StreamWriter | None = None
         try:
-            reader, writer = await asyncio.open_unix_connection(sock=conn)
+            reader, writer = await asyncio.open_connection(sock=conn)  # a Unix or a TCP socket
             await self._serve(reader, writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, TimeoutError):
             pass

@@ -1,10 +1,12 @@
-"""How confined setup and external agents go out: the proxy's socket and a forwarder in the sandbox.
+"""How confined setup, external agents and local MCP servers go out: through the bot's egress proxy.
 
-The sandbox has its own network namespace with nothing but loopback. The bot's egress proxy
-(`bot.network.proxy`) listens on a Unix socket in a folder bind-mounted read-only into the
-sandbox; a small forwarder (`bot.network.forwarder`: perl, or python3, from the tool PATH),
-started before setup's commands (or the agent's command), relays the sandbox's `127.0.0.1:3128`
-to it, and the proxy variables point there.
+The sandbox has its own network namespace with nothing but loopback, and the proxy variables
+point at its `127.0.0.1:3128`. Where the server may enter its sandboxes' network namespaces
+(root: `bot.network.netns`), the proxy listens there itself, on a socket made while the
+sandbox's first process is held at its gate (`Confinement.on_start`): nothing of ours runs in
+the sandbox. Elsewhere the proxy listens on a Unix socket in a folder bind-mounted read-only into
+the sandbox, and a small forwarder (`bot.network.forwarder`: perl, or python3, from the tool
+PATH), started before setup's commands (or the agent's command), relays `127.0.0.1:3128` to it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.network import netns
 from bot.network.forwarder import PROXY_PORT, forwarder_command
 from bot.network.proxy import IDLE_TIMEOUT, EgressProxy
 from bot.network.rules import DEFAULT_SETUP_EGRESS, Allowlist, mcp_allowlist, parse_egress
@@ -41,14 +44,29 @@ def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
 
 @dataclass
 class EgressRoute:
-    """What one confined setup run (or agent run) needs to go out through the proxy."""
+    """What one confined setup run (or agent run, or MCP server) needs to go out through the proxy:
+    its command through `command`, its confinement through `Confinement.going_out`, and `env`."""
 
-    folder: Path
-    """Holds the proxy's socket: bind it read-only into the sandbox."""
-    prelude: str
-    """The shell line to run before setup's commands (starts the forwarder)."""
+    proxy: EgressProxy
+    folder: Path | None = None
+    """With a forwarder: holds the proxy's socket (bound read-only into the sandbox). None: the
+    proxy listens in the sandbox's own network namespace, from its start."""
+    who: str = "setup"
     env: dict[str, str] = field(default_factory=proxy_env)
-    proxy: EgressProxy | None = None
+
+    @property
+    def prelude(self) -> str:
+        """The shell line run before the command: the forwarder's start (none without one)."""
+        return "" if self.folder is None else forwarder_command(self.folder, who=self.who)
+
+    def command(self, command: str) -> str:
+        """`command` (a shell line) as the sandbox runs it: after the forwarder's start, if any."""
+        return self.prelude + command
+
+    async def listen(self, pid: int) -> None:
+        """Make the proxy's socket in the network namespace of the sandbox whose first process is
+        `pid` (held before it runs: `Confinement.on_start`). Raises OSError."""
+        self.proxy.adopt(await netns.listen_in(pid, PROXY_PORT))
 
 
 @contextlib.asynccontextmanager
@@ -95,12 +113,16 @@ async def mcp_route(allowed: Sequence[str]) -> AsyncIterator[EgressRoute]:
 async def _route(
     rules: Allowlist, *, idle: float, bodies: bool = False, on_blocked: Callable[[], None] | None
 ) -> AsyncIterator[EgressRoute]:
+    if netns.available():
+        async with EgressProxy(None, rules, idle_timeout=idle, bodies=bodies, on_blocked=on_blocked) as proxy:
+            yield EgressRoute(proxy, who=rules.who)
+        return
     folder = Path(tempfile.mkdtemp(prefix="plan-cascade-egress-"))
     try:
         proxy = EgressProxy(
             folder / "proxy.sock", rules, idle_timeout=idle, bodies=bodies, on_blocked=on_blocked
         )
         async with proxy:
-            yield EgressRoute(folder, forwarder_command(folder, who=rules.who), proxy=proxy)
+            yield EgressRoute(proxy, folder=folder, who=rules.who)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

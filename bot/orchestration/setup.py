@@ -17,7 +17,6 @@ import asyncio
 import hashlib
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from bot.environment.node import corepack_runs, corepack_shims
@@ -167,8 +166,8 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
         hook = run.sandbox.on_blocked
         counted = (lambda: hook("setup")) if hook is not None else None
         async with egress_route(run.sandbox.setup_egress, on_blocked=counted) as route:
-            routed = spec.model_copy(update={"command": route.prelude + spec.command})
-            jail = replace(confinement, readonly=(*confinement.readonly, route.folder))
+            routed = spec.model_copy(update={"command": route.command(spec.command)})
+            jail = confinement.going_out(route)
             result = await _run_setup(run, routed, wt, {**env, **route.env}, jail)
             refused = route.proxy.blocked.entries() if route.proxy is not None else []
         blocked = blocked_requests(refused, by="setup")

@@ -33,13 +33,14 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
 from bot.config.mcp_policy import McpPolicy
 from bot.errors import WorkspaceError
+from bot.network.route import EgressRoute
 from bot.network.rules import DEFAULT_AGENT_EGRESS
 from bot.sandbox.limits import Limits, describe
 from bot.sandbox.reaper import ProcessRegistry
@@ -165,6 +166,16 @@ class Confinement:
     """The worktree's git as the process sees it (None: no git, e.g. a directory that is no worktree)."""
     limits: Limits | None = None
     """What the process may use of the host (None: unconfined, nothing is limited)."""
+    on_start: Callable[[int], Awaitable[None]] | None = None
+    """Done with the sandbox's first process id while it is held before it runs anything (the
+    egress proxy's socket made in its network namespace, `bot.network.route`); raises OSError."""
+
+    def going_out(self, route: EgressRoute) -> Confinement:
+        """This confinement with its way to `route`'s proxy: the proxy's socket made in the
+        sandbox before it runs, or the folder of the socket its forwarder relays to, read-only."""
+        if route.folder is None:
+            return replace(self, on_start=route.listen)
+        return replace(self, readonly=(*self.readonly, route.folder))
 
     def files(self) -> list[int]:
         """The descriptors one process's bubblewrap makes its git view from (see `argv`); the

@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import resource
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.errors import WorkspaceError
@@ -159,11 +160,15 @@ class LimitGate:
         """The child holds its ends now: close ours of them."""
         self._close(*self.child_fds)
 
-    async def release(self, limits: Limits) -> Group | None:
-        """Wait for the sandbox's first process, put it under `limits`, let it run; its cgroup.
+    async def release(
+        self, limits: Limits | None, *, then: Callable[[int], Awaitable[None]] | None = None
+    ) -> Group | None:
+        """Wait for the sandbox's first process, put it under `limits`, do `then` with its id, let
+        it run; its cgroup.
 
-        Nothing is released when bubblewrap failed before making the sandbox (nothing runs then)
-        or when a limit cannot be set (WorkspaceError: the caller kills it, nothing has run)."""
+        Nothing is released when bubblewrap failed before making the sandbox (nothing runs then),
+        when a limit cannot be set or when `then` fails (WorkspaceError: the caller kills it,
+        nothing has run)."""
         try:
             said = await _read_to_end(self._info, limit=65_536)
         finally:
@@ -175,9 +180,18 @@ class LimitGate:
         except (ValueError, KeyError, TypeError) as exc:
             raise WorkspaceError(f"bubblewrap did not say which process to limit ({exc})") from exc
         try:
-            group = await _applied(limits, pid)
+            group = await _applied(limits, pid) if limits is not None and limits.any else None
         except OSError as exc:
             raise WorkspaceError(f"the sandbox's resource limits could not be set ({exc})") from exc
+        if then is not None:
+            try:
+                await then(pid)
+            except BaseException as exc:
+                if group is not None:
+                    await asyncio.to_thread(group.remove)
+                if isinstance(exc, OSError):
+                    raise WorkspaceError(f"the sandbox could not be made ready ({exc})") from exc
+                raise
         os.write(self._block, b"1")
         return group
 

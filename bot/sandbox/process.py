@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -218,12 +218,14 @@ class Child:
     gate: LimitGate | None
     limits: Limits | None
     group: Group | None = None
+    on_start: Callable[[int], Awaitable[None]] | None = None
 
     async def release(self) -> None:
-        """Put the process under its limits, then let it run (nothing runs before); its cgroup
-        is removed when `confined_child` is left. Without limits, nothing to do."""
-        if self.gate is not None and self.limits is not None:
-            self.group = await self.gate.release(self.limits)
+        """Put the process under its limits and do its confinement's `on_start`, then let it run
+        (nothing runs before); its cgroup is removed when `confined_child` is left. Without
+        either, nothing to do."""
+        if self.gate is not None:
+            self.group = await self.gate.release(self.limits, then=self.on_start)
 
 
 @contextlib.asynccontextmanager
@@ -245,8 +247,10 @@ async def confined_child(
     leaving then stops reading, closes the gate (a sandbox never released never runs), removes
     the cgroup with whatever is left in it, and forgets the record.
     """
-    limits = confinement.limits if confinement is not None and confinement.confined else None
-    gate = LimitGate() if limits is not None and limits.any else None
+    confined = confinement is not None and confinement.confined
+    limits = confinement.limits if confinement is not None and confined else None
+    on_start = confinement.on_start if confinement is not None and confined else None
+    gate = LimitGate() if (limits is not None and limits.any) or on_start is not None else None
     files: list[int] = []  # what bubblewrap makes the git view from, in memory: ours closed once it started
     try:
         if confinement is not None and confinement.confined:
@@ -310,7 +314,7 @@ async def confined_child(
     registry = confinement.registry if confinement is not None else None
     if registry is not None:
         registry.record(proc.pid)
-    child = Child(proc=proc, output=output, transport=transport, gate=gate, limits=limits)
+    child = Child(proc=proc, output=output, transport=transport, gate=gate, limits=limits, on_start=on_start)
     try:
         yield child
     finally:

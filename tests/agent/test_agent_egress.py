@@ -20,7 +20,10 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 from bot.agent import CommandAgent, load_transcript
+from bot.network import netns
 from bot.plan.blocked import BlockedRequest
 from bot.sandbox.confinement import Sandbox
 from tests.agent.agent_builders import MakeTask
@@ -123,9 +126,20 @@ def agent_script(tmp_path: Path, *, model: int, service: int) -> Path:
     return path
 
 
+@pytest.fixture(params=["listening in the sandbox", "through a forwarder"])
+def way_in(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the agent reaches the proxy: its socket made in the sandbox's own network namespace
+    (a root server), or a forwarder in the sandbox relaying to its Unix socket (any other)."""
+    if request.param == "through a forwarder":
+        monkeypatch.setattr(netns, "available", lambda: False)
+    elif not netns.available():
+        pytest.skip("this server may not enter its sandboxes' network namespaces")
+    return str(request.param)
+
+
 @bwrap_marker()
 async def test_an_external_agent_reaches_its_model_through_the_proxy_and_nothing_else(
-    make_task: MakeTask, tmp_path: Path
+    make_task: MakeTask, tmp_path: Path, way_in: str
 ) -> None:
     with servers() as (model, service):
         script = agent_script(tmp_path, model=model.port, service=service.port)
@@ -165,13 +179,35 @@ async def test_without_agent_network_there_is_no_proxy_and_no_way_out(
 
 
 @bwrap_marker()
-async def test_the_forwarder_starts_whatever_python_variables_the_agent_is_given(
+async def test_as_root_nothing_of_ours_runs_in_the_agents_sandbox(
     make_task: MakeTask, tmp_path: Path
+) -> None:
+    """The proxy listens in the sandbox's network namespace itself: the agent's command is the
+    only thing the sandbox runs (no forwarder, no shell line in front of it)."""
+    if not netns.available():
+        pytest.skip("this server may not enter its sandboxes' network namespaces")
+    script = tmp_path / "agent.sh"
+    script.write_text(
+        "#!/bin/sh\nfor p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done\n"
+        'echo "PROXY $HTTPS_PROXY"\n'
+    )
+    script.chmod(0o755)
+    sandbox = Sandbox(agent_egress=("api.example.com",))
+    result = await CommandAgent("cli", str(script), binary=None).run(make_task(sandbox=sandbox))
+    assert result.status == "finished", result.reason
+    assert "PROXY http://127.0.0.1:3128" in result.summary
+    assert "perl" not in result.summary and "python3" not in result.summary, result.summary
+
+
+@bwrap_marker()
+async def test_the_forwarder_starts_whatever_python_variables_the_agent_is_given(
+    make_task: MakeTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The forwarder runs before the agent's command, with the agent's environment: a `PYTHONPATH`
     there (setup's, the operator's) whose modules shadow the standard library's, or a site whose
     start-up code fails, must not keep it from starting (it starts isolated, `-I -S`), and the
-    agent still reaches its model through it."""
+    agent still reaches its model through it (a server that is not root)."""
+    monkeypatch.setattr(netns, "available", lambda: False)
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     for name in ("socket", "threading", "sitecustomize", "usercustomize"):

@@ -1,0 +1,153 @@
+"""A socket listening inside a sandbox's own network namespace, made by the bot itself.
+
+A confined process has a network namespace of its own with nothing in it but loopback
+(bubblewrap's `--unshare-net`). The bot's egress proxy can listen there directly: while the
+sandbox's first process is held at its gate (`bot.sandbox.limits.LimitGate`), a short-lived
+thread of the bot enters that namespace (`setns`), makes a socket listening on
+`127.0.0.1:<port>` and leaves; the socket stays in the namespace it was made in, so what the
+sandbox sends to that address reaches the bot, and nothing else can. No process of ours runs in
+the sandbox for it (`bot.network.forwarder`, which it replaces where it can, starts one per run).
+
+Entering another network namespace takes `CAP_SYS_ADMIN`, in the user namespace that owns it and
+in our own: a server running as root has it, one that is not (or a container that dropped it)
+does not, and keeps the forwarder. `available` finds out once, by entering its own namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import functools
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+CLONE_NEWNET = 0x40000000
+IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
+"""Bind an address no interface has yet: bubblewrap brings the sandbox's loopback up after its gate."""
+BACKLOG = 256
+
+T = TypeVar("T")
+
+
+@functools.cache
+def _setns() -> Callable[[int, int], int]:
+    call = ctypes.CDLL(None, use_errno=True).setns
+    call.argtypes = [ctypes.c_int, ctypes.c_int]
+    call.restype = ctypes.c_int
+    return call  # type: ignore[no-any-return]
+
+
+def _enter(fd: int) -> None:
+    """Move the calling thread (only it) into the network namespace `fd` refers to."""
+    if _setns()(fd, CLONE_NEWNET) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"setns: {os.strerror(errno)}")
+
+
+def _own() -> int:
+    return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _in_own_thread(work: Callable[[], T]) -> T:
+    """`work` in a thread of its own that ends with it: a thread that entered a namespace is
+    never used for anything else, even if it could not leave it."""
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(work())
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="plan-cascade-netns", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return done[0]
+
+
+@functools.cache
+def available() -> bool:
+    """Whether this server may enter its sandboxes' network namespaces (found out once)."""
+    if not sys.platform.startswith("linux"):
+        return False
+
+    def probe() -> None:
+        own = _own()
+        try:
+            _enter(own)  # our own namespace: the same checks as another's, nothing changes
+        finally:
+            os.close(own)
+
+    try:
+        _in_own_thread(probe)
+    except (OSError, AttributeError):  # not permitted, or a libc without setns
+        return False
+    return True
+
+
+def _listening_in(pid: int, port: int) -> socket.socket:
+    own = _own()
+    try:
+        target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if os.fstat(target).st_ino == os.fstat(own).st_ino:
+                # A sandbox always has a namespace of its own: this is not one (its process is gone).
+                raise OSError(f"process {pid} shares the server's network namespace")
+            _enter(target)
+        finally:
+            os.close(target)
+        try:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.IPPROTO_IP, IP_FREEBIND, 1)
+                sock.bind(("127.0.0.1", port))
+                sock.listen(BACKLOG)
+                sock.setblocking(False)
+            except BaseException:
+                sock.close()
+                raise
+        finally:
+            with contextlib.suppress(OSError):  # the thread ends now anyway
+                _enter(own)
+    finally:
+        os.close(own)
+    return sock
+
+
+async def listen_in(pid: int, port: int) -> socket.socket:
+    """A socket listening on `127.0.0.1:port` in the network namespace of process `pid` (a
+    sandbox's first process, held before it runs anything), non-blocking. Raises OSError."""
+    loop = asyncio.get_running_loop()
+    made: asyncio.Future[socket.socket] = loop.create_future()
+
+    def work() -> None:
+        try:
+            sock = _listening_in(pid, port)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(_settle, made, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, made, sock, None)
+
+    threading.Thread(target=work, name="plan-cascade-netns", daemon=True).start()
+    return await made
+
+
+def _settle(
+    made: asyncio.Future[socket.socket], sock: socket.socket | None, exc: BaseException | None
+) -> None:
+    if made.cancelled():  # nobody waits: nothing is left open
+        if sock is not None:
+            sock.close()
+    elif exc is not None:
+        made.set_exception(exc)
+    else:
+        assert sock is not None
+        made.set_result(sock)
