@@ -318,3 +318,26 @@ async def test_a_read_of_another_head_is_not_used(tmp_path: Path) -> None:
     await asyncio.sleep(0.5)
     failing.cancel()  # an unwanted read's error is dropped, never reported as unretrieved
     assert failing.task.done()
+
+
+async def test_the_paths_of_an_agents_commit_come_from_the_secret_scans_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit of what the agent left is read from its index for the secret scan: the check
+    takes which paths changed from that read, and lists them with no `git diff` of its own."""
+    from bot.orchestration import depcheck
+
+    listed: list[str] = []
+    real = depcheck._numstat
+
+    async def numstat(run: Any, base: str, head: str) -> dict[str, int]:
+        listed.append(head)
+        return await real(run, base, head)
+
+    monkeypatch.setattr(depcheck, "_numstat", numstat)
+    run, fake, _ = setup(tmp_path, 'echo "pyyaml==5.3" >> "$2/requirements.txt"\n', NO_RETRY)
+    state = await execute(run)
+    assert state.stories["STORY-001"].status == StoryStatus.FAILED
+    [run_] = checks(fake)
+    assert run_.conclusion == "failure" and "pip pyyaml 5.3" in run_.output["summary"]
+    assert listed == [], "no git diff --numstat: the scan's read named requirements.txt"

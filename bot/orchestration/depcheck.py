@@ -10,6 +10,8 @@ the repository; what is not read (files past `MAX_FILES`, too large, an include 
 repository) is named in the check, which is then neutral, never a pass. A requirements file the
 change left alone is read when it includes a changed file; which files include what is read at
 the base, once per base commit (a batch's stories share it): an unchanged file is the same there.
+Which paths changed comes from the secret scan's read of the index when the commit is the one of
+what the agent left on the base (`changed_paths`), else from `git diff --numstat`.
 A GitHub error makes the check neutral ("not checked"), never a failed story: the agent could
 not fix it. Local runs have no Advisory Database (`run.advisories` is None) and skip it.
 """
@@ -17,8 +19,10 @@ not fix it. Local runs have no Advisory Database (`run.advisories` is None) and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Mapping
 
 from bot.environment.lockfiles import Change, changes, is_dependency_file
 from bot.environment.requirements import decode, includes
@@ -29,6 +33,7 @@ from bot.gates.report import GateResult, conclusion
 from bot.orchestration.run import Run
 from bot.tasks import forget
 from bot.workspace.git import OutputTooLarge
+from bot.workspace.outgoing import changed_paths
 
 log = logging.getLogger(__name__)
 MAX_FILES = 50
@@ -40,18 +45,19 @@ MAX_INCLUDES = 50
 PIP_NAMES = (".txt", ".in")
 """A changed file named so may be included by a requirements file that did not change."""
 MAX_BASES = 64
+INLINE_PARSE = 2**16
+"""Characters of a staged diff whose paths are listed on the event loop (more: in a thread)."""
 """Base commits whose requirements files' includes a run keeps (then it starts over)."""
 
 
-async def changed_dependencies(run: Run, *, base: str, head: str) -> tuple[list[Change], list[str]]:
+async def changed_dependencies(
+    run: Run, *, base: str, head: str, added: Mapping[str, int] | None = None
+) -> tuple[list[Change], list[str]]:
     """The package versions the dependency files changed in `base..head` bring in, and what the
-    change has that was not read (each with why)."""
-    listed = await run.mirror.git("diff", "--numstat", "--no-renames", "-z", base, head, "--")
-    added: dict[str, int] = {}
-    for entry in listed.stdout.split("\0"):
-        fields = entry.split("\t", 2)  # added, deleted ("-" for a binary file), path
-        if len(fields) == 3 and fields[2]:
-            added[fields[2]] = int(fields[0]) if fields[0].isdigit() else 0
+    change has that was not read (each with why). `added`: every path the change touches, with
+    the lines it adds, when the caller has them (`changed_paths`; else `git diff --numstat`)."""
+    if added is None:
+        added = await _numstat(run, base, head)
     paths = [p for p in added if is_dependency_file(p)]
     if any(p.endswith(PIP_NAMES) for p in added if p not in paths):
         paths += await _includers(run, base, changed=set(added), known=set(paths))
@@ -65,6 +71,16 @@ async def changed_dependencies(run: Run, *, base: str, head: str) -> tuple[list[
         before = await _text(run, base, path, None)
         found += await asyncio.to_thread(changes, path, before, after)
     return found, unread
+
+
+async def _numstat(run: Run, base: str, head: str) -> dict[str, int]:
+    listed = await run.mirror.git("diff", "--numstat", "--no-renames", "-z", base, head, "--")
+    added: dict[str, int] = {}
+    for entry in listed.stdout.split("\0"):
+        fields = entry.split("\t", 2)  # added, deleted ("-" for a binary file), path
+        if len(fields) == 3 and fields[2]:
+            added[fields[2]] = int(fields[0]) if fields[0].isdigit() else 0
+    return added
 
 
 async def _includers(run: Run, base: str, *, changed: set[str], known: set[str]) -> list[str]:
@@ -147,11 +163,13 @@ async def _read(run: Run, rev: str, path: str, unread: list[str] | None = None) 
 
 class DependencyRead:
     """What `head`'s dependency files change since the base, read in the background (beside the
-    secret scan and the push of `head`, which read nothing it writes) until the check wants it."""
+    secret scan and the push of `head`, which read nothing it writes) until the check wants it.
+    `staged`: `staged_diff` on the base when `head` is the one commit of that index on it (the
+    secret scan's read): which paths changed is taken from it, no `git diff` of its own."""
 
-    def __init__(self, run: Run, *, base_ref: str, head: str) -> None:
+    def __init__(self, run: Run, *, base_ref: str, head: str, staged: Awaitable[str] | None = None) -> None:
         self.head = head
-        self.task = asyncio.ensure_future(_changes(run, base_ref=base_ref, head=head))
+        self.task = asyncio.ensure_future(_changes(run, base_ref=base_ref, head=head, staged=staged))
 
     async def result(self, head: str) -> tuple[list[Change], list[str]] | None:
         """The read, when it was of `head` (else None: the caller reads again)."""
@@ -168,11 +186,22 @@ def advisories(run: Run) -> AdvisoryLookup | None:
     return run.advisories if run.config.dependencies.check else None
 
 
-async def _changes(run: Run, *, base_ref: str, head: str) -> tuple[list[Change], list[str]]:
+async def _changes(
+    run: Run, *, base_ref: str, head: str, staged: Awaitable[str] | None = None
+) -> tuple[list[Change], list[str]]:
     if advisories(run) is None:
         return [], []
     base = await run.commit_of(base_ref)
-    return await changed_dependencies(run, base=base, head=head)
+    added = None
+    if staged is not None:
+        with contextlib.suppress(OutputTooLarge, ValueError):  # then git lists them
+            diff = await staged
+            added = (
+                changed_paths(diff)
+                if len(diff) < INLINE_PARSE
+                else await asyncio.to_thread(changed_paths, diff)
+            )
+    return await changed_dependencies(run, base=base, head=head, added=added)
 
 
 async def check_dependencies(

@@ -234,7 +234,8 @@ async def _attempts(
                 )
                 return
         # The dependency files are read beside the secret scan and the push (none writes what it reads).
-        read = DependencyRead(run, base_ref=base_ref, head=head)
+        whole = staged.task if staged is not None and staged.since == base_sha else None  # base..head
+        read = DependencyRead(run, base_ref=base_ref, head=head, staged=whole)
         try:
             if head != scanned:  # no credential leaves: the commits are undone, the agent told
                 findings = await hold_back(run, story.id, wt, since=scanned, head=head, staged=staged)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import Counter
 from collections.abc import Awaitable, Iterator, Sequence
 
 from bot.network.secretscan import NAME_LINE, AddedLine, Finding, scan
@@ -112,27 +113,49 @@ def read_log(log: str) -> tuple[list[AddedLine], list[str]]:
         commits.append(paths)
         if not header.group(1):
             continue  # an empty commit (or a merge that brings nothing over its first parent)
-        while record := _RAW.match(log, pos):
-            pos = record.end()
-            names: list[str] = []
-            for _ in range(2 if record.group(1) in "CR" else 1):
-                end = log.find("\0", pos)
-                if end < 0:
-                    raise ValueError(f"a raw record of git log cut short at character {pos}")
-                names.append(log[pos:end])
-                pos = end + 1
-            if record.group(1) in "ACR":
-                paths.append(names[-1])
-        if pos == header.end() or log[pos : pos + 1] != "\0":
-            raise ValueError(f"git log output without its raw records or patch at character {pos}")
-        pos += 1
-        end = log.find("\n\0", pos) + 1 or len(log)  # no patch line starts with NUL
-        if log[pos : pos + 1] == "\0":
-            end = pos  # no patch at all: the next commit follows the records (never seen, but read right)
-        patches.append(log[pos:end])
-        pos = end
+        records, patch, pos = _commit(log, header.end())
+        paths += [names[-1] for kind, names in records if kind in "ACR"]
+        patches.append(patch)
     lines = [line for patch in patches for line in added_lines(patch)]
     return lines, list(dict.fromkeys(path for paths in reversed(commits) for path in paths))
+
+
+def _commit(log: str, pos: int) -> tuple[list[tuple[str, list[str]]], str, int]:
+    """One commit's raw records from `pos` (each its kind and its names), its patch, and where
+    the next commit starts."""
+    start = pos
+    records: list[tuple[str, list[str]]] = []
+    while record := _RAW.match(log, pos):
+        pos = record.end()
+        names: list[str] = []
+        for _ in range(2 if record.group(1) in "CR" else 1):
+            end = log.find("\0", pos)
+            if end < 0:
+                raise ValueError(f"a raw record of git log cut short at character {pos}")
+            names.append(log[pos:end])
+            pos = end + 1
+        records.append((record.group(1), names))
+    if pos == start or log[pos : pos + 1] != "\0":
+        raise ValueError(f"git log output without its raw records or patch at character {pos}")
+    pos += 1
+    end = log.find("\n\0", pos) + 1 or len(log)  # no patch line starts with NUL
+    if log[pos : pos + 1] == "\0":
+        end = pos  # no patch at all: the next commit follows the records (never seen, but read right)
+    return records, log[pos:end], end
+
+
+def changed_paths(staged: str) -> dict[str, int]:
+    """Every path `staged_diff` output changes (both names of a rename), each with the lines it
+    adds: what `git diff --numstat --no-renames` of that commit lists, except that a binary
+    file's lines are counted as text's (`--text`). Raises ValueError on other output."""
+    header = _COMMIT.match(staged)
+    if header is None:
+        raise ValueError("not staged_diff output")
+    if not header.group(1):
+        return {}  # nothing staged
+    records, patch, _ = _commit(staged, header.end())
+    added = Counter(line.path for line in added_lines(patch))
+    return {name: added.get(name, 0) for _, names in records for name in names}
 
 
 async def staged_diff(wt: Worktree, *, since: str) -> str:

@@ -10,7 +10,14 @@ import pytest
 
 from bot.network.secretscan import NAME_LINE, AddedLine
 from bot.workspace.mirror import Mirror
-from bot.workspace.outgoing import added_lines, commits_diff, outgoing_secrets, read_log, staged_diff
+from bot.workspace.outgoing import (
+    added_lines,
+    changed_paths,
+    commits_diff,
+    outgoing_secrets,
+    read_log,
+    staged_diff,
+)
 from bot.workspace.worktree import Worktree, add_worktree
 from tests.execution_support import git, make_remote
 
@@ -127,6 +134,38 @@ async def test_the_index_read_before_its_commit_is_what_the_commit_pushes(tmp_pa
     nothing = await staged_diff(wt, since=head)  # nothing staged: a commit of no change
     assert read_log(nothing) == ([], [])
     assert base != first
+
+
+async def test_the_paths_an_index_read_names_are_those_git_diff_numstat_lists(tmp_path: Path) -> None:
+    """The dependency check takes the paths a story's commit changes, and the lines each adds (the
+    order it reads them in), from the scan's read of the index (`changed_paths`): the paths and
+    counts `git diff --numstat --no-renames` gives, a rename as its two names (the lines its
+    rename changed), a binary file's lines counted as text's."""
+    wt, _ = await worktree(tmp_path)
+    first = commit(wt, {b"old.txt": b"same\n" * 5, b"gone.py": b"bye\n", b"run.sh": b"echo\n"})
+    (wt.path / "moved").mkdir()
+    git("mv", "old.txt", "moved/old.txt", cwd=wt.path)
+    (wt.path / "run.sh").chmod(0o755)
+    files: dict[bytes, bytes | None] = {
+        name: b"x\ny\n" for name in (b"a b/c d.txt", b"new\nline", b"ta\tb", b"bad\xffname")
+    }
+    files |= {b"gone.py": None, b"blob.bin": b"\0\x01\n\x02\n", b"empty": b"", b"requirements.txt": b"a==1\n"}
+    stage(wt, files)
+    found = changed_paths(await staged_diff(wt, since=first))
+    head = commit(wt, {})
+    listed = await wt.mirror.git("diff", "--numstat", "--no-renames", "-z", first, head, "--")
+    numstat = {}
+    for entry in listed.stdout.split("\0"):
+        fields = entry.split("\t", 2)
+        if len(fields) == 3:
+            numstat[fields[2]] = int(fields[0]) if fields[0].isdigit() else 0
+    assert found.keys() == numstat.keys()
+    differ = {"moved/old.txt": (0, 5), "blob.bin": (2, 0)}
+    assert {p: (found[p], numstat[p]) for p in found if found[p] != numstat[p]} == differ
+    assert found["requirements.txt"] == 1 and found["run.sh"] == 0 and found["gone.py"] == 0
+    assert changed_paths(await staged_diff(wt, since=head)) == {}
+    with pytest.raises(ValueError):
+        changed_paths("diff --git a/x b/x\n")
 
 
 async def _ready(text: str) -> str:
