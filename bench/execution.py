@@ -12,10 +12,12 @@
    dependency check after it (an in-process Advisory Database, asked only when a manifest
    changes), `publishing.commits: auto` reading branch rules from an in-process GitHub that
    answers after `--github-ms` (default 0); the calls each made are printed. The engine's agent
-   is confined as the server confines it (bubblewrap, resource limits set before it runs, its
-   own egress proxy and forwarder); the plain script's runs in bubblewrap alone, 14–21 ms a
-   story less one at a time, more three at once (`bench/agent_start.py`; docs/benchmarks.md,
-   "Where the engine's time goes"). CPU time is printed too.
+   is confined by the server's own sandbox policy with its defaults (`Settings.sandbox_policy`:
+   bubblewrap, the default limits set before it runs, a cgroup each where the server can make
+   one, the process registry, its own egress proxy: listening in the sandbox as root, else a
+   forwarder), printed; the plain script's runs in bubblewrap alone (`bench/agent_start.py` says
+   what the rest costs a story; docs/benchmarks.md, "Where the engine's time goes"). CPU time
+   is printed too.
 2. Parallel efficiency: 6 independent stories with 2-second gates, max_parallel 1 vs 3.
    Efficiency = T(1) / (3 × T(3)), median of 3. Target ≥ 90 %. Measured without the batch's
    integration gate, which runs once on the merged batch whatever max_parallel is (printed
@@ -31,6 +33,7 @@ import argparse
 import asyncio
 import copy
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -49,6 +52,7 @@ from bot.gates.dependencies import AdvisoryLookup  # noqa: E402
 from bot.orchestration.engine import execute  # noqa: E402
 from bot.publishing.commit_mode import CommitPublisher  # noqa: E402
 from tests.execution_support import GIT_ENV, agent_script, approved_state, config_for, make_remote, make_run  # noqa: E402
+from tests.support import make_settings  # noqa: E402
 
 
 def chain_prd(batches: int, width: int) -> str:
@@ -106,7 +110,10 @@ async def engine_run(tmp: Path, prd: str, extra: str, script_body: str = WRITE) 
     script = agent_script(tmp, "agent.sh", script_body)
     config = config_for(script, extra)
     assert config.dependencies.check, "the bench measures the dependency check on"
-    run = make_run(tmp, remote, approved_state(prd), config, advisories=AdvisoryLookup(GITHUB))  # type: ignore[arg-type]
+    sandbox = make_settings(tmp).sandbox_policy()  # the server's, with its defaults
+    run = make_run(
+        tmp, remote, approved_state(prd), config, advisories=AdvisoryLookup(GITHUB), sandbox=sandbox
+    )  # type: ignore[arg-type]
     run.mirror.pusher = CommitPublisher(GITHUB, "octo/demo", mode="auto", default_branch="main")  # type: ignore[arg-type]
     start, cpu = time.perf_counter(), cpu_seconds()
     state = await execute(run)
@@ -114,6 +121,18 @@ async def engine_run(tmp: Path, prd: str, extra: str, script_body: str = WRITE) 
     CPU.append(cpu_seconds() - cpu)
     assert state.status.value == "completed", state.note
     return elapsed
+
+
+def sandbox_said() -> str:
+    """The engine's sandbox in words: the server's defaults on this machine."""
+    from bot.network import netns
+    from bot.sandbox.limits import describe
+
+    with tempfile.TemporaryDirectory() as d:
+        sandbox = make_settings(Path(d)).sandbox_policy()
+    limits, _ = describe(sandbox.limits, tmp_sized=True, root=os.geteuid() == 0)
+    way = "the proxy listening in the sandbox" if netns.available() else "a forwarder to the proxy"
+    return f"{sandbox.mode}, limits: {limits}; egress: {way}"
 
 
 def git(*args: str, cwd: Path) -> None:
@@ -293,6 +312,7 @@ async def main(argv: list[str] | None = None) -> dict[str, object]:
         f"  CPU time (this process and its children): engine {cpu[0]:.2f} s, plain script {cpu[1]:.2f} s, "
         f"{cpu[0] / cpu[1]:.2f}× (less sensitive to a busy machine than the wall-clock ratio)"
     )
+    print(f"  the engine's sandbox: {sandbox_said()}")
     print(
         "  with the secret scan on (before every push) and the dependency check on (`dependencies.check: "
         f"true`), `publishing.commits: auto`; GitHub answering in {args.github_ms:g} ms; its calls a run: "
@@ -306,6 +326,7 @@ async def main(argv: list[str] | None = None) -> dict[str, object]:
         "ratios": [round(e / p, 3) for e, p in zip(engines, plains, strict=True)],
         "cpu_engine_s": round(cpu[0], 3),
         "cpu_plain_s": round(cpu[1], 3),
+        "sandbox": sandbox_said(),
         "secret_scan": True,
         "dependency_check": True,
         "github_ms": args.github_ms,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,7 +62,7 @@ async def test_the_socket_listens_in_the_sandbox_and_nowhere_else(tmp_path: Path
     heard: list[bytes] = []
 
     async def on_start(pid: int) -> None:
-        sock = await netns.listen_in(pid, port)
+        sock = netns.listen_in(pid, port)
         listening.append(sock)
         assert refused_on_the_host(port), "the host's loopback does not reach it"
 
@@ -86,14 +88,14 @@ async def test_the_socket_listens_in_the_sandbox_and_nowhere_else(tmp_path: Path
     listening[0].close()
 
 
-async def test_a_process_sharing_the_servers_namespace_is_refused() -> None:
+def test_a_process_sharing_the_servers_namespace_is_refused() -> None:
     """A sandbox always has a namespace of its own: a process that shares the server's (its pid
     taken by another) gets no socket, and nothing listens on the host for it."""
     if not netns.available():
         pytest.skip("this server may not enter its sandboxes' network namespaces")
     port = free_port()
     with pytest.raises(OSError, match="shares the server's network namespace"):
-        await netns.listen_in(os.getpid(), port)
+        netns.listen_in(os.getpid(), port)
     assert refused_on_the_host(port)
 
 
@@ -125,3 +127,37 @@ async def test_a_root_route_needs_no_forwarder_nor_folder(tmp_path: Path) -> Non
         routed = made.going_out(route)
         assert routed.readonly == made.readonly and routed.on_start is not None
         assert route.env["HTTPS_PROXY"] == "http://127.0.0.1:3128"
+
+
+def test_a_server_that_could_not_leave_a_sandboxs_namespace_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Going back to the server's own namespace cannot fail short of losing `CAP_SYS_ADMIN` in
+    between; if it did, nothing of the server may go on in the sandbox's network: it stops."""
+    if not netns.available():
+        pytest.skip("this server may not enter its sandboxes' network namespaces")
+    apart = subprocess.Popen(["unshare", "--net", "sleep", "30"])
+    entered: list[int] = []
+
+    def enter(fd: int) -> None:
+        entered.append(fd)
+        if len(entered) > 1:  # the way back
+            raise OSError(1, "setns: Operation not permitted")
+
+    class Stopped(Exception):
+        pass
+
+    def stop(status: int) -> None:
+        raise Stopped(status)
+
+    monkeypatch.setattr(netns, "_enter", enter)
+    monkeypatch.setattr(netns.os, "_exit", stop)
+    try:
+        for _ in range(50):  # until `unshare` has made its namespace
+            if os.stat(f"/proc/{apart.pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino:
+                break
+            time.sleep(0.01)
+        with pytest.raises(Stopped) as stopped:
+            netns.listen_in(apart.pid, free_port())
+    finally:
+        apart.kill()
+        apart.wait()
+    assert stopped.value.args == (netns.EXIT_STUCK,) and len(entered) == 2

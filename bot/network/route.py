@@ -66,7 +66,7 @@ class EgressRoute:
     async def listen(self, pid: int) -> None:
         """Make the proxy's socket in the network namespace of the sandbox whose first process is
         `pid` (held before it runs: `Confinement.on_start`). Raises OSError."""
-        self.proxy.adopt(await netns.listen_in(pid, PROXY_PORT))
+        self.proxy.adopt(netns.listen_in(pid, PROXY_PORT))
 
 
 @contextlib.asynccontextmanager
