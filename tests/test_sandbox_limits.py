@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import WorkspaceError
+from bot.sandbox.cgroups import removals_settled
 from bot.sandbox.limits import LimitGate, Limits
 from bot.sandbox.process import ProcessResult, run_process, scrubbed_env
 from tests.support import CountingExecutor, audit_threads, bwrap_marker, make_settings
@@ -138,6 +139,7 @@ async def test_each_cgroup_goes_with_its_process(tmp_path: Path) -> None:
         sandbox, tmp_path, ["bash", "-c", "sleep 30 & sleep 30 & cat /proc/self/cgroup"]
     )
     assert "plan-cascade-" in done.output, done.output  # it ran inside one
+    await removals_settled()  # an empty cgroup is removed in the background
     after = {p: {c.name for c in p.iterdir() if c.name.startswith("plan-cascade-")} for p in parents}
     assert after == before, "a cgroup was left behind"
 

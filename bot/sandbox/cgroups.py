@@ -16,6 +16,7 @@ Synchronous file I/O on the cgroup file system: async code calls it through `asy
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import os
@@ -68,6 +69,13 @@ class Group:
                 continue
         return found
 
+    def remove_later(self) -> None:
+        """`remove`, in a thread, not waited for (`removals_settled` waits): for a cgroup that is
+        empty already, whose removal nothing needs to wait for."""
+        removal = asyncio.ensure_future(asyncio.to_thread(self.remove))
+        _REMOVALS.add(removal)
+        removal.add_done_callback(_removed)
+
     def remove(self) -> None:
         """Kill what is still inside and remove the cgroup (a no-op for what is already gone)."""
         deadline = time.monotonic() + _EMPTY_WAIT
@@ -89,6 +97,23 @@ class Group:
                     time.sleep(0.01)
             else:
                 log.warning("cgroup %s could not be removed (processes still inside)", folder)
+
+
+_REMOVALS: set[asyncio.Future[None]] = set()
+"""Cgroups being removed (`Group.remove_later`), held until they are: a task nobody holds may be
+collected before it ends."""
+
+
+def _removed(removal: asyncio.Future[None]) -> None:
+    _REMOVALS.discard(removal)
+    if not removal.cancelled() and removal.exception() is not None:
+        log.warning("a sandbox's cgroup could not be removed: %s", removal.exception())
+
+
+async def removals_settled() -> None:
+    """Wait until the cgroups being removed in the background are gone."""
+    while _REMOVALS:
+        await asyncio.wait(set(_REMOVALS))
 
 
 @dataclass

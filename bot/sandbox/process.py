@@ -245,7 +245,8 @@ async def confined_child(
 
     The caller kills the group before leaving (its own way: bounded, draining the output);
     leaving then stops reading, closes the gate (a sandbox never released never runs), removes
-    the cgroup with whatever is left in it, and forgets the record.
+    the cgroup with whatever is left in it (meanwhile when bubblewrap ended on its own: nothing
+    is left in it then), and forgets the record.
     """
     confined = confinement is not None and confinement.confined
     limits = confinement.limits if confinement is not None and confined else None
@@ -321,8 +322,12 @@ async def confined_child(
         transport.close()
         if gate is not None:
             gate.close()  # after the kill: a sandbox still waiting to be released dies unreleased
-        if child.group is not None:
-            await asyncio.to_thread(child.group.remove)  # whatever is left inside, killed; the cgroup gone
+        if child.group is not None and proc.returncode is not None and proc.returncode >= 0:
+            # Bubblewrap ended on its own, so after its sandbox's last process (the sandbox's
+            # process namespace ends with its first): the cgroup is empty, removed meanwhile.
+            child.group.remove_later()
+        elif child.group is not None:  # killed: whatever is left inside, killed; the cgroup gone
+            await asyncio.to_thread(child.group.remove)
         if registry is not None:
             registry.forget(proc.pid)
 
