@@ -3,6 +3,7 @@ the files are named, and nothing a file's content writes can hide a line from th
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from bot.network.secretscan import NAME_LINE, AddedLine
 from bot.workspace.mirror import Mirror
 from bot.workspace.outgoing import (
+    INLINE_SCAN,
     added_lines,
     changed_paths,
     commits_diff,
@@ -20,6 +22,7 @@ from bot.workspace.outgoing import (
 )
 from bot.workspace.worktree import Worktree, add_worktree
 from tests.execution_support import git, make_remote
+from tests.support import CountingExecutor
 
 AWS_KEY = "AKIA" + "Q3X7ZP2M4N6B8V1C"
 GITHUB_TOKEN = "ghp_" + "1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ1"
@@ -210,3 +213,17 @@ def test_output_that_is_not_the_logs_is_refused(text: str) -> None:
 def test_the_tab_git_ends_a_plus_line_with_is_not_part_of_the_name() -> None:
     patch = "diff --git a/x y b/x y\nnew file mode 100644\n--- /dev/null\n+++ b/x y\t\n@@ -0,0 +1 @@\n+hi\n"
     assert list(added_lines(patch)) == [AddedLine("x y", 1, "hi")]
+
+
+async def test_a_few_lines_are_scanned_on_the_loop_and_many_in_a_thread(tmp_path: Path) -> None:
+    """Scanning a few added lines takes less than a hand-off to a thread and back under load: a
+    small change is scanned on the event loop, a large one off it."""
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    wt, base = await worktree(tmp_path)
+    small = commit(wt, {b"small.py": f'KEY = "{AWS_KEY}"\n'.encode()})
+    found = await outgoing_secrets(wt, since=base, head=small, known=[], ignore=[])
+    assert [f.rule for f in found] == ["AWS Access Key"] and executor.handed == 0
+    large = commit(wt, {b"large.py": b"".join(b"x%d = %d\n" % (i, i) for i in range(INLINE_SCAN // 8))})
+    assert await outgoing_secrets(wt, since=small, head=large, known=[], ignore=[]) == []
+    assert executor.handed == 1
