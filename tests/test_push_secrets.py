@@ -230,9 +230,9 @@ async def _commit(wt: Worktree, files: dict[str, str]) -> str:
 
 
 async def test_a_push_is_scanned_once_in_a_thread_and_what_comes_later_still_is(tmp_path: Path) -> None:
-    """`hold_back` scans a head once (off the event loop); the same head again scans nothing, a
-    commit on top of it is scanned, and a secret the server learns afterwards is looked for
-    in a head scanned before it."""
+    """`hold_back` scans a head once (off the event loop: more than a few lines); the same head
+    again scans nothing, a commit on top of it is scanned, and a secret the server learns
+    afterwards is looked for in a head scanned before it."""
     remote = make_remote(tmp_path)
     run = make_run(
         tmp_path, remote, approved_state(ONE_STORY), config_for(agent_script(tmp_path, "a.sh", ""))
@@ -245,7 +245,8 @@ async def test_a_push_is_scanned_once_in_a_thread_and_what_comes_later_still_is(
     executor = CountingExecutor()
     asyncio.get_running_loop().set_default_executor(executor)
     later = "correct-horse-battery-" + secrets.token_hex(6)
-    clean = await _commit(wt, {"a.py": "x = 1\n", "notes.txt": f"{later}\n"})
+    table = "".join(f"row {i}\n" for i in range(400))  # past what is scanned on the loop
+    clean = await _commit(wt, {"a.py": "x = 1\n", "notes.txt": f"{later}\n", "table.txt": table})
     handed = executor.handed
     assert await hold_back(run, "STORY-001", wt, since=base, head=clean) == []
     assert executor.handed == handed + 1  # the scan ran in a thread
