@@ -360,7 +360,9 @@ class Sandbox:
             readonly=tuple(readonly),
             tools=tuple(tools),
             hidden=self.hidden,
-            registry=self.registry,
+            # Recorded when unconfined: a confined one dies with the bot (`--die-with-parent`, its
+            # own PID namespace), and a record is a file written and removed on its start's path.
+            registry=None if confined else self.registry,
             writable=tuple(writable),
             git=mounted,
             limits=self.limits if confined else None,

@@ -240,7 +240,7 @@ async def confined_child(
 ) -> AsyncIterator[Child]:
     """Start `argv` in `cwd` with exactly `env`: the one spawn of agents' commands, gates, setup
     and local MCP servers. It leads its own process group, is recorded in the confinement's
-    registry while it runs and, confined, runs in bubblewrap (which gets `env` and passes it on)
+    registry while it runs (unconfined ones have one) and, confined, runs in bubblewrap (which gets `env` and passes it on)
     held at the limit gate until `Child.release`. `limit`: asyncio's line limit of `stdio` pipes.
 
     The caller kills the group before leaving (its own way: bounded, draining the output);
@@ -350,7 +350,8 @@ async def run_process(
     """Run ``command`` (a string goes through ``/bin/bash -c``) in ``cwd`` with exactly ``env``.
 
     With a confinement that is confined, the command runs in bubblewrap (which gets ``env``
-    and passes it on); its process group is recorded in the confinement's registry while it runs.
+    and passes it on); its process group is recorded in the confinement's registry, if it has one,
+    while it runs.
     """
     if output_limit < 0:
         raise ValueError("output_limit must be >= 0")

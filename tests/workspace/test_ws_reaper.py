@@ -14,6 +14,7 @@ from bot.sandbox.confinement import Sandbox
 from bot.sandbox.process import run_process, scrubbed_env
 from bot.sandbox.reaper import ProcessRegistry, start_time
 from tests.processes import dead_identity, identity_of, live_with_arg, unique_sleep
+from tests.support import bwrap_marker
 
 
 async def test_run_process_records_its_group_while_it_runs(tmp_path: Path) -> None:
@@ -37,6 +38,32 @@ async def test_run_process_records_its_group_while_it_runs(tmp_path: Path) -> No
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert not record.exists() and live_with_arg(duration) == []
+
+
+@bwrap_marker()
+async def test_a_confined_process_is_not_recorded_it_dies_with_the_bot(tmp_path: Path) -> None:
+    """A confined process dies with the bot whatever kills it (bubblewrap's `--die-with-parent`
+    and its own PID namespace: `tests/e2e/test_e2e_orphans.py`): no record is written for it,
+    which would be a file made and removed at every agent's, gate's and setup's start."""
+    registry = ProcessRegistry(tmp_path / "processes")
+    worktree, home = tmp_path / "wt", tmp_path / "home"
+    worktree.mkdir()
+    home.mkdir()
+    confinement = Sandbox(registry=registry).confinement(worktree=worktree, home=home)
+    assert confinement.confined and confinement.registry is None
+    seen: list[list[Path]] = []
+
+    async def look() -> None:
+        while True:
+            seen.append(list(registry.root.glob("*.json")) if registry.root.is_dir() else [])
+            await asyncio.sleep(0.01)
+
+    looking = asyncio.create_task(look())
+    done = await run_process(
+        "sleep 0.3", cwd=worktree, env=scrubbed_env(home=home), timeout=30, confinement=confinement
+    )
+    looking.cancel()
+    assert done.exit_code == 0 and len(seen) > 10 and not any(seen)
 
 
 def test_leftovers_of_a_crashed_bot_are_killed_and_a_reused_pid_is_spared(tmp_path: Path) -> None:
