@@ -240,8 +240,9 @@ async def confined_child(
 ) -> AsyncIterator[Child]:
     """Start `argv` in `cwd` with exactly `env`: the one spawn of agents' commands, gates, setup
     and local MCP servers. It leads its own process group, is recorded in the confinement's
-    registry while it runs (unconfined ones have one) and, confined, runs in bubblewrap (which gets `env` and passes it on)
-    held at the limit gate until `Child.release`. `limit`: asyncio's line limit of `stdio` pipes.
+    registry while it runs (unconfined ones have one) and, confined, runs in bubblewrap (which
+    gets `env` and passes it on) held at the limit gate until `Child.release`. `limit`:
+    asyncio's line limit of `stdio` pipes.
 
     The caller kills the group before leaving (its own way: bounded, draining the output);
     leaving then stops reading, closes the gate (a sandbox never released never runs), removes
