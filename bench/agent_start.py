@@ -3,8 +3,10 @@
     .venv/bin/python bench/agent_start.py [--runs 15] [--root CHECKOUT]
 
 Runs `bench/execution.py`'s instant agent (the same shell script) on one story in a real
-worktree, as the engine runs it (`CommandAgent.run`: its git view copied, bubblewrap, the
-resource limits set before it runs, its own egress proxy and forwarder), then the same with the
+worktree, as the engine runs it with the server's sandbox policy and defaults (`CommandAgent.run`:
+its git view copied, bubblewrap, the resource limits set before it runs, a cgroup where the
+server can make one, its own egress proxy: listening in the sandbox as root, else through a
+forwarder), then the same with the
 egress left out (`agent_network` off), with the limits left out, with both, and as the plain
 script runs it (bare `bwrap` with the same sandbox, no limits, no proxy, no git view); the
 variants alternate, medians of `--runs`. The differences say what each part costs a story.
@@ -40,6 +42,7 @@ async def measure(runs: int) -> dict[str, list[float]]:
     from bot.workspace.mirror import Mirror
     from bot.workspace.worktree import add_worktree, sandbox_view
     from tests.execution_support import GIT_ENV, agent_script, make_remote
+    from tests.support import make_settings
 
     bench: Any = importlib.import_module("execution")
     fast_child_watcher()
@@ -51,7 +54,7 @@ async def measure(runs: int) -> dict[str, list[float]]:
     wt = await add_worktree(mirror, branch="b1", base_ref="refs/remotes/origin/main", path=tmp / "wt")
     prd = parse_prd(bench.chain_prd(1, 1))
     agent = CommandAgent("s", f"{script} {{story_id}} {{worktree}}", binary=None)
-    sandbox = Sandbox()  # the engine's default: required, limits, agents' egress through a proxy
+    sandbox = make_settings(tmp).sandbox_policy()  # the server's, with its defaults
     unlimited = Limits(processes=0, open_files=0, memory=0)
     variants = {
         "the engine's agent (limits, egress)": sandbox,
@@ -65,7 +68,8 @@ async def measure(runs: int) -> dict[str, list[float]]:
     times["the plain script's (bare bwrap)"] = []
     plain_home = tmp / "plain-home"
     plain_home.mkdir()
-    jail = sandbox.confinement(worktree=wt.path, home=plain_home, readonly=[wt.path / ".git", script.parent])
+    bare = Sandbox()  # the plain script's (`bench/execution.py`): bubblewrap, no limits asked for
+    jail = bare.confinement(worktree=wt.path, home=plain_home, readonly=[wt.path / ".git", script.parent])
     for i in range(runs + 1):  # the first round warms up
         for n, (name, chosen) in enumerate(variants.items()):
             home = tmp / "home" / f"{i}-{n}"
