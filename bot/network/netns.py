@@ -21,9 +21,7 @@ import logging
 import os
 import socket
 import sys
-import threading
 from collections.abc import Callable
-from typing import TypeVar
 
 CLONE_NEWNET = 0x40000000
 IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
@@ -33,8 +31,6 @@ EXIT_STUCK = 70
 """The exit status of a server stopped because it could not leave a sandbox's network namespace."""
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 @functools.cache
@@ -56,41 +52,18 @@ def _own() -> int:
     return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
 
 
-def _in_own_thread(work: Callable[[], T]) -> T:
-    """`work` in a thread of its own that ends with it: a thread that entered a namespace is
-    never used for anything else, even if it could not leave it."""
-    done: list[T] = []
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            done.append(work())
-        except BaseException as exc:
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, name="plan-cascade-netns", daemon=True)
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
-    return done[0]
-
-
 @functools.cache
 def available() -> bool:
     """Whether this server may enter its sandboxes' network namespaces (found out once)."""
     if not sys.platform.startswith("linux"):
         return False
 
-    def probe() -> None:
+    try:
         own = _own()
         try:
-            _enter(own)  # our own namespace: the same checks as another's, nothing changes
+            _enter(own)  # our own namespace: the same checks as another's, and nothing changes
         finally:
             os.close(own)
-
-    try:
-        _in_own_thread(probe)
     except (OSError, AttributeError):  # not permitted, or a libc without setns
         return False
     return True
@@ -101,8 +74,8 @@ def listen_in(pid: int, port: int) -> socket.socket:
     sandbox's first process, held before it runs anything), non-blocking. Raises OSError.
 
     The calling thread (the event loop's) enters that namespace for the few system calls that make
-    the socket, with no Python of anyone else's in between (no await, no thread), and goes back:
-    a hand-off to a thread and back cost ~4 ms under load, at every agent's start. Going back can
+    the socket, with no await in between (no other coroutine runs meanwhile), and goes back: a
+    hand-off to a thread and back cost ~4 ms under load, at every agent's start. Going back can
     only fail if the server lost `CAP_SYS_ADMIN` in those microseconds; if it ever does, the
     process stops at once (`os._exit`): nothing of the server may go on in a sandbox's network."""
     own = _own()
