@@ -180,7 +180,7 @@ class CommandAgent:
                 output_limit=max(task.limits.output_limit_chars, SUMMARY_CHARS),
                 confinement=confinement,
             )
-            if route is not None and route.proxy is not None:
+            if route is not None:
                 blocked = blocked_requests(route.proxy.blocked.entries(), by="agent")
         transcript.record("output", **outcome.model_dump(mode="json"))
         if blocked:

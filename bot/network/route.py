@@ -113,16 +113,18 @@ async def mcp_route(allowed: Sequence[str]) -> AsyncIterator[EgressRoute]:
 async def _route(
     rules: Allowlist, *, idle: float, bodies: bool = False, on_blocked: Callable[[], None] | None
 ) -> AsyncIterator[EgressRoute]:
-    if netns.available():
-        async with EgressProxy(None, rules, idle_timeout=idle, bodies=bodies, on_blocked=on_blocked) as proxy:
-            yield EgressRoute(proxy, who=rules.who)
-        return
-    folder = Path(tempfile.mkdtemp(prefix="plan-cascade-egress-"))
+    # A folder for the socket a forwarder relays to, unless the proxy can listen in the sandbox.
+    folder = None if netns.available() else Path(tempfile.mkdtemp(prefix="plan-cascade-egress-"))
     try:
         proxy = EgressProxy(
-            folder / "proxy.sock", rules, idle_timeout=idle, bodies=bodies, on_blocked=on_blocked
+            None if folder is None else folder / "proxy.sock",
+            rules,
+            idle_timeout=idle,
+            bodies=bodies,
+            on_blocked=on_blocked,
         )
         async with proxy:
             yield EgressRoute(proxy, folder=folder, who=rules.who)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -45,9 +45,9 @@ MAX_INCLUDES = 50
 PIP_NAMES = (".txt", ".in")
 """A changed file named so may be included by a requirements file that did not change."""
 MAX_BASES = 64
+"""Base commits whose requirements files' includes a run keeps (then it starts over)."""
 INLINE_PARSE = 2**16
 """Characters of a staged diff whose paths are listed on the event loop (more: in a thread)."""
-"""Base commits whose requirements files' includes a run keeps (then it starts over)."""
 
 
 async def changed_dependencies(

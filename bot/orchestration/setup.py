@@ -169,7 +169,7 @@ async def prepare(run: Run, wt: Worktree, home: Path) -> GateResult | None:
             routed = spec.model_copy(update={"command": route.command(spec.command)})
             jail = confinement.going_out(route)
             result = await _run_setup(run, routed, wt, {**env, **route.env}, jail)
-            refused = route.proxy.blocked.entries() if route.proxy is not None else []
+            refused = route.proxy.blocked.entries()
         blocked = blocked_requests(refused, by="setup")
         return result.model_copy(update={"command": spec.command, "blocked": blocked})
 
