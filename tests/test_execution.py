@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +418,22 @@ def held_until(event: asyncio.Event, real: Any, seen: list[bool]) -> Any:
     return held
 
 
+async def chain_run(tmp_path: Path, event: asyncio.Event, *, when: Callable[[str, str], bool]) -> Any:
+    """`CHAIN` run to completion by the engine; `event` is set at the checkpoints `when` holds for."""
+
+    async def checkpoint(step: str, subject: str) -> None:
+        if when(step, subject):
+            event.set()
+
+    remote = make_remote(tmp_path)
+    script = agent_script(tmp_path, "agent.sh", WRITE_FILE)
+    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, "gates:\n  detect: false\n"))
+    run.checkpoint = checkpoint
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED
+    return run
+
+
 async def test_the_next_batch_starts_while_the_last_batchs_worktree_is_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -426,19 +443,11 @@ async def test_the_next_batch_starts_while_the_last_batchs_worktree_is_removed(
 
     ran = asyncio.Event()
     seen: list[bool] = []
-
-    async def checkpoint(step: str, subject: str) -> None:
-        if step == "agent-finished" and subject == "STORY-002":
-            ran.set()
-
     # Removed only once batch 2's story ran: had the next batch waited for it, it never would.
     monkeypatch.setattr(batch, "remove_batch_worktree", held_until(ran, batch.remove_batch_worktree, seen))
-    remote = make_remote(tmp_path)
-    script = agent_script(tmp_path, "agent.sh", WRITE_FILE)
-    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, "gates:\n  detect: false\n"))
-    run.checkpoint = checkpoint
-    state = await execute(run)
-    assert state.status == PlanStatus.COMPLETED
+    run = await chain_run(
+        tmp_path, ran, when=lambda step, subject: (step, subject) == ("agent-finished", "STORY-002")
+    )
     assert seen[:1] == [True]  # batch 1's worktree: removed after batch 2's story ran
     assert sorted(p.name for p in run.work_root.iterdir() if p.name.startswith("batch-")) == []
     assert run.tidying is None
@@ -453,19 +462,9 @@ async def test_a_batch_is_merged_while_its_story_worktrees_are_removed(
 
     merged = asyncio.Event()
     seen: list[bool] = []
-
-    async def checkpoint(step: str, subject: str) -> None:
-        if step == "merged":
-            merged.set()
-
     # Removed only once the merge began: had the merge waited for them, it never would.
     monkeypatch.setattr(story, "cleanup", held_until(merged, story.cleanup, seen))
-    remote = make_remote(tmp_path)
-    script = agent_script(tmp_path, "agent.sh", WRITE_FILE)
-    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, "gates:\n  detect: false\n"))
-    run.checkpoint = checkpoint
-    state = await execute(run)
-    assert state.status == PlanStatus.COMPLETED
+    run = await chain_run(tmp_path, merged, when=lambda step, subject: step == "merged")
     assert seen[:2] == [True, True]  # batch 1's two stories: removed after its merge began
     assert len(seen) == 3
     assert sorted(p.name for p in run.work_root.iterdir() if p.name.startswith("story-")) == []
