@@ -6,7 +6,8 @@
 1. Overhead: 12 stories in 4 batches (3 per batch, each batch depending on the previous),
    instant agents (the same shell script for both, in the same sandbox) and no gates, run by
    the engine against a bare remote; compared with a plain script doing the same work directly
-   (clone, fetch, worktree add, the agent, commit, push, worktree remove, each batch's merges)
+   (clone, fetch, worktree add, the agent, commit, push, worktree remove, each batch's merges,
+   made in the mirror as the engine makes clean ones: `git merge-tree` and `git commit-tree`)
    with the same parallelism. Five runs of each, alternating; medians. Target: ≤ 1.3×.
    The engine runs as the server does by default: the secret scan before every push, the
    dependency check after it (an in-process Advisory Database, asked only when a manifest
@@ -139,6 +140,12 @@ def git(*args: str, cwd: Path) -> None:
     subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
 
 
+def out(*args: str, cwd: Path) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
 def script_run(tmp: Path, batches: int, width: int) -> float:
     """The same work, done directly: git operations and the same agent script."""
     from bot.sandbox.confinement import Sandbox
@@ -170,13 +177,15 @@ def script_run(tmp: Path, batches: int, width: int) -> float:
         with lock:
             git("worktree", "remove", "--force", str(wt), cwd=mirror)
 
-    def merge(b: int) -> None:
-        wt = tmp / "wt" / f"batch-{b}"
-        base = "refs/remotes/origin/main" if b == 0 else f"refs/heads/batch-{b - 1}"
-        git("worktree", "add", "-q", "--no-track", "-B", f"batch-{b}", str(wt), base, cwd=mirror)
+    def merge(b: int) -> None:  # in the mirror, as the engine merges a batch without conflicts
+        head = out(
+            "rev-parse", "refs/remotes/origin/main" if b == 0 else f"refs/heads/batch-{b - 1}", cwd=mirror
+        )
         for w in range(width):
-            git("merge", "-q", "--no-ff", "--no-edit", f"plan/{b * width + w + 1}", cwd=wt)
-        git("worktree", "remove", "--force", str(wt), cwd=mirror)
+            story = f"refs/heads/plan/{b * width + w + 1}"
+            tree = out("merge-tree", "--write-tree", head, story, cwd=mirror)
+            head = out("commit-tree", "-p", head, "-p", story, "-m", f"Merge {story}", tree, cwd=mirror)
+        git("update-ref", f"refs/heads/batch-{b}", head, cwd=mirror)
 
     with ThreadPoolExecutor(max_workers=width) as pool:
         for b in range(batches):

@@ -418,7 +418,13 @@ def held_until(event: asyncio.Event, real: Any, seen: list[bool]) -> Any:
     return held
 
 
-async def chain_run(tmp_path: Path, event: asyncio.Event, *, when: Callable[[str, str], bool]) -> Any:
+async def chain_run(
+    tmp_path: Path,
+    event: asyncio.Event,
+    *,
+    when: Callable[[str, str], bool],
+    gates: str = "gates:\n  detect: false\n",
+) -> Any:
     """`CHAIN` run to completion by the engine; `event` is set at the checkpoints `when` holds for."""
 
     async def checkpoint(step: str, subject: str) -> None:
@@ -427,7 +433,7 @@ async def chain_run(tmp_path: Path, event: asyncio.Event, *, when: Callable[[str
 
     remote = make_remote(tmp_path)
     script = agent_script(tmp_path, "agent.sh", WRITE_FILE)
-    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, "gates:\n  detect: false\n"))
+    run = make_run(tmp_path, remote, approved_state(CHAIN), config_for(script, gates))
     run.checkpoint = checkpoint
     state = await execute(run)
     assert state.status == PlanStatus.COMPLETED
@@ -437,8 +443,8 @@ async def chain_run(tmp_path: Path, event: asyncio.Event, *, when: Callable[[str
 async def test_the_next_batch_starts_while_the_last_batchs_worktree_is_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A batch's merge worktree goes in the background too: the next batch's story runs beside
-    its removal, and none outlives the run."""
+    """A batch's worktree (made for its integration gate) goes in the background too: the next
+    batch's story runs beside its removal, and none outlives the run."""
     from bot.orchestration import batch
 
     ran = asyncio.Event()
@@ -446,7 +452,10 @@ async def test_the_next_batch_starts_while_the_last_batchs_worktree_is_removed(
     # Removed only once batch 2's story ran: had the next batch waited for it, it never would.
     monkeypatch.setattr(batch, "remove_batch_worktree", held_until(ran, batch.remove_batch_worktree, seen))
     run = await chain_run(
-        tmp_path, ran, when=lambda step, subject: (step, subject) == ("agent-finished", "STORY-002")
+        tmp_path,
+        ran,
+        when=lambda step, subject: (step, subject) == ("agent-finished", "STORY-002"),
+        gates="gates:\n  detect: false\n  custom:\n    - name: files\n      command: ls story-001.txt\n",
     )
     assert seen[:1] == [True]  # batch 1's worktree: removed after batch 2's story ran
     assert sorted(p.name for p in run.work_root.iterdir() if p.name.startswith("batch-")) == []

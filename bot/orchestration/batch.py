@@ -10,6 +10,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bot.errors import WorkspaceError
 from bot.gates.detect import GateSpec
@@ -21,6 +22,7 @@ from bot.orchestration.scheduler import batch_branch, story_branch
 from bot.orchestration.setup import gate_confinement, prepare, report_setup, tool_env
 from bot.orchestration.story import gate_specs, run_story
 from bot.plan.state import StoryStatus
+from bot.workspace.merging import merge_in_mirror
 from bot.workspace.worktree import Worktree, add_worktree, head_sha, merge_branches, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -63,17 +65,30 @@ async def merge_batch(
     done = await _already_merged(run, batch, base, story_ids) if push is not None else None
     if done is not None:  # a publish redone after a crash: what was merged and pushed stands
         await run.mirror.git("update-ref", f"refs/heads/{branch}", done)
-    wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=done is None)
+        return await _finish_merge(run, branch, path, batch, story_ids, head=done, failed={}, push=push)
     author = (run.author.name, run.author.email)
+    branches = [story_branch(run.branch_prefix, sid) for sid in story_ids]
+    merged_head = await merge_in_mirror(
+        run.mirror,
+        await run.commit_of(base),
+        branches,
+        author_name=author[0],
+        author_email=author[1],
+        message_for=functools.partial(_message, batch=batch),
+    )
+    if merged_head is not None:  # merged cleanly: no worktree (the integration gates make one)
+        await run.mirror.git("update-ref", f"refs/heads/{branch}", merged_head)
+        return await _finish_merge(
+            run, branch, path, batch, story_ids, head=merged_head, failed={}, push=push
+        )
+    wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=True)
     try:
-        if done is not None:
-            return await _finish_merge(run, wt, batch, story_ids, failed={}, push=push)
         outcome = await merge_branches(
             wt,
-            [story_branch(run.branch_prefix, sid) for sid in story_ids],
+            branches,
             author_name=author[0],
             author_email=author[1],
-            message_for=lambda b: f"Merge {b.rsplit('/', 1)[-1].upper()} into batch {batch}",
+            message_for=functools.partial(_message, batch=batch),
         )
         merged = [sid for sid in story_ids if story_branch(run.branch_prefix, sid) in outcome.merged]
         failed: dict[str, str] = {}
@@ -95,10 +110,17 @@ async def merge_batch(
             reason = "conflicts with the rest of the batch in " + ", ".join(files[:10])
             failed[sid] = reason
             await run.story(sid, important=True, status=StoryStatus.FAILED, reason=reason)
-        return await _finish_merge(run, wt, batch, merged, failed=failed, push=push)
+        head = await head_sha(wt)
+        return await _finish_merge(
+            run, branch, path, batch, merged, head=head, failed=failed, push=push, wt=wt
+        )
     finally:
         run.protected.pop(path, None)
         await run.tidy(path, remove_batch_worktree(wt))  # the next batch goes on meanwhile
+
+
+def _message(branch: str, *, batch: int) -> str:
+    return f"Merge {branch.rsplit('/', 1)[-1].upper()} into batch {batch}"
 
 
 async def remove_batch_worktree(wt: Worktree) -> None:
@@ -110,21 +132,45 @@ async def remove_batch_worktree(wt: Worktree) -> None:
 
 
 async def _finish_merge(
-    run: Run, wt: Worktree, batch: int, merged: list[str], *, failed: dict[str, str], push: PushHead | None
+    run: Run,
+    branch: str,
+    path: Path,
+    batch: int,
+    merged: list[str],
+    *,
+    head: str,
+    failed: dict[str, str],
+    push: PushHead | None,
+    wt: Worktree | None = None,
 ) -> BatchOutcome:
-    """Push the merged head (when publishing), then run the integration gates on it."""
+    """Push the merged head `head` of `branch` (when publishing), then run the integration gates
+    on it: in `wt` when the merge had one, else in a worktree at `path` made for them."""
     integration: list[GateResult] = []
-    head = await head_sha(wt)
     await run.reached("merged", f"batch-{batch}")
     if push is not None and merged:
         if not await push(head):
-            return BatchOutcome(branch=wt.branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
-        head = await head_sha(wt)  # GitHub's own commit when it made the merge through its API
+            return BatchOutcome(branch=branch, head_sha=head, merged=merged, failed=failed, hands_off=True)
+        head = await run.commit_of(f"refs/heads/{branch}")  # GitHub's own commit when it made the merge
     if run.config.gates.integration and merged:
-        integration = await integration_gates(run, wt, head, batch)
-    return BatchOutcome(
-        branch=wt.branch, head_sha=head, merged=merged, failed=failed, integration=integration
-    )
+        if wt is not None:
+            integration = await integration_gates(run, wt, head, batch)
+        elif _checks_files(run):
+            gated = await add_worktree(run.mirror, branch=branch, base_ref=head, path=path, reset=True)
+            try:
+                integration = await integration_gates(run, gated, head, batch)
+            finally:
+                run.protected.pop(path, None)
+                await run.tidy(path, remove_batch_worktree(gated))
+    return BatchOutcome(branch=branch, head_sha=head, merged=merged, failed=failed, integration=integration)
+
+
+def _checks_files(run: Run) -> bool:
+    """Whether a batch's integration gates need its files checked out: setup or a gate to run
+    in them, or gates to detect from them (without detection the configured ones are known)."""
+    if run.state.setup or run.config.gates.detect:
+        return True
+    specs = gate_specs(run, run.state.prd.stories[0], run.work_root)  # nothing is read: no detection
+    return any(spec.name != "verification" for spec in specs)
 
 
 async def _already_merged(run: Run, batch: int, base: str, story_ids: list[str]) -> str | None:

@@ -1,0 +1,103 @@
+"""A batch's merge: in the mirror when its stories merge cleanly (no worktree of its own), in a
+worktree when they conflict (the later story redone on the merged batch), the same commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.orchestration import batch
+from bot.orchestration.engine import execute
+from bot.plan.state import PlanStatus, StoryStatus
+from tests.execution_support import agent_script, approved_state, config_for, git, make_remote, make_run
+
+TWO = """
+version: 1
+title: Two stories
+summary: Two stories in one batch, then one on top.
+stories:
+  - id: STORY-001
+    title: First
+    acceptance_criteria: ["shared.txt holds a line"]
+  - id: STORY-002
+    title: Second
+    acceptance_criteria: ["shared.txt holds a line"]
+  - id: STORY-003
+    title: Third
+    depends_on: [STORY-001, STORY-002]
+    acceptance_criteria: ["story-003.txt holds a line"]
+"""
+OWN_FILE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\n'
+SAME_FILE = 'echo "$1" > "$2/shared.txt"\n' + OWN_FILE
+
+
+def _added_worktrees(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    added: list[str] = []
+    real = batch.add_worktree
+
+    async def add_worktree(mirror: Any, **kwargs: Any) -> Any:
+        added.append(kwargs["path"].name)
+        return await real(mirror, **kwargs)
+
+    monkeypatch.setattr(batch, "add_worktree", add_worktree)
+    return added
+
+
+def _merges(mirror: Path, branch: str) -> list[str]:
+    return git("log", "--merges", "--format=%s|%an", branch, cwd=mirror).splitlines()
+
+
+async def test_a_clean_batch_is_merged_without_a_worktree_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No integration gate to run (none configured, none detected): the batch's merge commits
+    are made in the mirror, and the next batch starts from them."""
+    added = _added_worktrees(monkeypatch)
+    script = agent_script(tmp_path, "agent.sh", OWN_FILE)
+    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script))
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED
+    assert added == []
+    mirror = run.mirror.path
+    assert _merges(mirror, "plan-cascade/7/batch-1") == [
+        "Merge STORY-002 into batch 1|Plan Cascade",
+        "Merge STORY-001 into batch 1|Plan Cascade",
+    ]
+    assert git("show", "plan-cascade/7/story-003:story-001.txt", cwd=mirror) == "done"
+    assert git("rev-parse", "plan-cascade/7/batch-2^1", cwd=mirror) == git(
+        "rev-parse", "plan-cascade/7/batch-1", cwd=mirror
+    )
+
+
+async def test_an_integration_gate_gets_a_worktree_of_the_merged_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    added = _added_worktrees(monkeypatch)
+    script = agent_script(tmp_path, "agent.sh", OWN_FILE)
+    gates = "gates:\n  detect: false\n  custom:\n    - name: both\n      command: ls story-00[12].txt\n"
+    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script, gates))
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED
+    assert added == ["batch-1", "batch-2"]
+    assert run.reporter.conclusions("batch-1", "both") == ["success"]
+    assert run.reporter.conclusions("batch-2", "both") == ["success"]
+
+
+async def test_stories_that_conflict_are_merged_in_a_worktree_and_the_later_one_redone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    added = _added_worktrees(monkeypatch)
+    script = agent_script(tmp_path, "agent.sh", SAME_FILE)
+    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script))
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED, state.note
+    assert state.stories["STORY-002"].status == StoryStatus.PASSED
+    assert added == ["batch-1"]
+    mirror = run.mirror.path
+    assert _merges(mirror, "plan-cascade/7/batch-1") == [
+        "Merge STORY-002 (rebased) into batch 1|Plan Cascade",
+        "Merge STORY-001 into batch 1|Plan Cascade",
+    ]
+    assert git("show", "plan-cascade/7/batch-1:shared.txt", cwd=mirror) == "STORY-002"
