@@ -60,8 +60,8 @@ async def merge_in_mirror(
             "GIT_COMMITTER_EMAIL": author_email,
         }
     )
-    head = onto
-    for branch, commit in zip(branches, commits, strict=True):
+    head, checked = onto, None
+    for n, (branch, commit) in enumerate(zip(branches, commits, strict=True), start=1):
         attrs = ("-c", f"attr.tree={head}") if attr_tree else ()
         merged = await run_git(
             [*attrs, "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", head, commit],
@@ -78,15 +78,24 @@ async def merge_in_mirror(
             inside = await mirror.git("merge-base", "--is-ancestor", commit, head, check=False)
             if inside.returncode == 0:
                 continue
-        made = await run_git(
-            ["commit-tree", "--no-gpg-sign", "-p", head, "-p", commit, "-m", message_for(branch), tree],
-            cwd=mirror.path,
-            env=env,
-        )
+        if not attr_tree and n == len(branches):  # the result's attributes, read beside its commit
+            checked = asyncio.ensure_future(_has_attributes(mirror, tree))
+        try:
+            made = await run_git(
+                ["commit-tree", "--no-gpg-sign", "-p", head, "-p", commit, "-m", message_for(branch), tree],
+                cwd=mirror.path,
+                env=env,
+            )
+        except BaseException:
+            if checked is not None:
+                checked.cancel()
+            raise
         head, head_tree = made.stdout.strip(), tree
-    if not attr_tree and head != onto and await _has_attributes(mirror, head):
-        return None  # a story brought attributes its batch-mates' merges would have read
-    return head
+    if checked is not None:
+        brought = await checked
+    else:
+        brought = not attr_tree and head != onto and await _has_attributes(mirror, head_tree)
+    return None if brought else head  # attributes a story brought: its batch-mates' merges read them
 
 
 async def _commit(mirror: Mirror, branch: str) -> str:
