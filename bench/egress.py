@@ -2,15 +2,16 @@
 
     .venv/bin/python bench/egress.py [--seconds 3] [--rounds 3] [--concurrency 8]
 
-The path an external agent's model call takes, all of it real: the client (the agent) connects
-to the forwarder that runs inside its sandbox (`bot.network.forwarder`, here started by the
-same shell line as there: perl's when the PATH has perl, else Python's; `--forwarder python3`
-takes Python's; listening on a loopback port as on the sandbox's `127.0.0.1:3128`), which
-relays to the proxy's Unix socket; the proxy (`EgressProxy`, in this process's event loop as
-in the server's, with the agent's allowlist naming the "model API" by address and port) checks
-the destination and connects to it. The model API is a small HTTP/1.1 server on loopback (its
-own process) answering each `POST /v1/messages` (2 KB of prompt) with 1 KB of JSON at once;
-the client is another process, `--concurrency` connections at a time.
+The path an external agent's model call takes from a server that is not root (as root the proxy
+listens in the sandbox's own network namespace: no forwarder), all of it real: the client (the
+agent) connects to the forwarder that runs inside its sandbox (`bot.network.forwarder`, here
+started by the same shell line as there: perl's when the PATH has perl, else Python's;
+`--forwarder python3` takes Python's; listening on a loopback port as on the sandbox's
+`127.0.0.1:3128`), which relays to the proxy's Unix socket; the proxy (`EgressProxy`, in this
+process's event loop as in the server's, with the agent's allowlist naming the "model API" by
+address and port) checks the destination and connects to it. The model API is a small HTTP/1.1
+server on loopback (its own process) answering each `POST /v1/messages` (2 KB of prompt) with 1
+KB of JSON at once; the client is another process, `--concurrency` connections at a time.
 
 Three ways a client calls, each timed through the proxy and directly:
 - **tunnel, keep-alive** — what an https client does (Claude Code, Codex): one `CONNECT`, then

@@ -98,7 +98,8 @@ def execution_rows(record: dict[str, Any]) -> list[Row]:
                 else ""
             ),
             "the same work as a plain script: clone, fetch, worktree add, the agent in the same bubblewrap "
-            "sandbox, commit, push, worktree remove, the batch merges, same parallelism",
+            "sandbox, commit, push, worktree remove, the batch merges made in the mirror (as the engine "
+            "makes clean ones), same parallelism",
             f"≤ 1.3× ({_met(over['ratio'] <= 1.3)})",
             measured,
         )
