@@ -74,3 +74,16 @@ async def mirror(tmp_path: Path, remote: Path, home: Path) -> Mirror:
     mirror = Mirror(root=tmp_path / "work", clone_url=remote.as_uri(), env={"HOME": str(home)})
     await mirror.ensure()
     return mirror
+
+
+@pytest.fixture
+async def planted(mirror: Mirror, seed: Path, git: Git) -> str:
+    """A tag `bot/s` on the remote (anyone who can push makes tags) on a commit adding
+    `planted.txt`, fetched into the mirror: a merge of branch `bot/s` must never take it."""
+    (seed / "planted.txt").write_text("not the story's work\n")
+    git("add", "-A", cwd=seed)
+    git("commit", "-q", "-m", "planted", cwd=seed)
+    git("tag", "bot/s", cwd=seed)
+    git("push", "-q", "origin", "bot/s", cwd=seed)
+    await mirror.fetch()
+    return "bot/s"

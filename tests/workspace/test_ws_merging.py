@@ -128,14 +128,8 @@ async def test_an_unknown_branch_is_an_error_not_a_conflict(mirror: Mirror) -> N
 
 
 async def test_a_tag_named_like_the_branch_is_never_merged_in_its_place(
-    mirror: Mirror, tmp_path: Path, git: Git, seed: Path
+    mirror: Mirror, tmp_path: Path, git: Git, planted: str
 ) -> None:
-    (seed / "planted.txt").write_text("not the story's work\n")
-    git("add", "-A", cwd=seed)
-    git("commit", "-q", "-m", "planted", cwd=seed)
-    git("tag", "bot/s", cwd=seed)
-    git("push", "-q", "origin", "bot/s", cwd=seed)
-    await mirror.fetch()
     await _branch(mirror, tmp_path, "bot/s", {"s.txt": "s\n"})
     head = await _in_mirror(mirror, ["bot/s"])
     assert head is not None

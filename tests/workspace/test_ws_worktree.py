@@ -236,15 +236,9 @@ async def test_merge_branches_skips_conflicts_and_continues(mirror: Mirror, tmp_
 
 
 async def test_a_tag_named_like_a_story_branch_is_not_merged_in_its_place(
-    mirror: Mirror, tmp_path: Path, git: Git, seed: Path
+    mirror: Mirror, tmp_path: Path, planted: str
 ) -> None:
     """Tags come from the remote (anyone who can push makes them): a merge names the branch itself."""
-    (seed / "planted.txt").write_text("not the story's work\n")
-    git("add", "-A", cwd=seed)
-    git("commit", "-q", "-m", "planted", cwd=seed)
-    git("tag", "bot/s", cwd=seed)
-    git("push", "-q", "origin", "bot/s", cwd=seed)
-    await mirror.fetch()
     await _branch_writing(mirror, tmp_path, branch="bot/s", files={"s.txt": "s\n"})
     wt = await add_worktree(mirror, branch="bot/int", base_ref="origin/main", path=tmp_path / "int")
     outcome = await merge_branches(
