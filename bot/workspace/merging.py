@@ -5,7 +5,8 @@
 --write-tree` and `git commit-tree`: a batch merged cleanly needs no worktree of its own (its
 registration under the worktree lock, its checkout, its removal), which is most of a merge's
 time on a small tree and more on a large one. It gives way (None) wherever the result could
-differ, and the caller merges in a worktree as before:
+differ, and the caller merges in a worktree as before (as it does with git before 2.38, whose
+`merge-tree` writes no tree):
 
 - a conflict: the worktree's merge names the conflicting paths and the refactor phase re-runs
   the story on the merged branch;
@@ -25,6 +26,8 @@ from bot.errors import WorkspaceError
 from bot.workspace.git import run_git
 from bot.workspace.mirror import Mirror, read_ref
 
+WRITE_TREE = (2, 38)
+"""The first git whose `merge-tree` writes a merge's tree (`--write-tree`); before it, worktrees."""
 ATTR_TREE = (2, 43)
 """The first git whose merges in a bare repository read attributes from a tree (`attr.tree`)."""
 _versions: dict[str, tuple[int, int]] = {}
@@ -45,7 +48,10 @@ async def merge_in_mirror(
     attributes a checkout would (see the module): nothing is lost then, since no ref moved (only
     objects were written); the caller moves its branch to what is returned."""
     commits = [await _commit(mirror, branch) for branch in branches]
-    attr_tree = await git_version(mirror) >= ATTR_TREE
+    version = await git_version(mirror)
+    if version < WRITE_TREE:
+        return None
+    attr_tree = version >= ATTR_TREE
     if attr_tree:
         head_tree = await _tree(mirror, onto)
     else:

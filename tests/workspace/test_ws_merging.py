@@ -192,3 +192,13 @@ async def test_a_newer_git_reads_the_heads_attributes_in_the_mirror(
 ) -> None:
     await _attributes_in(where, mirror, tmp_path, git, seed)
     assert await _in_mirror(mirror, ["bot/one", "bot/two"]) is None, "the conflict the attributes make"
+
+
+async def test_a_git_whose_merge_tree_writes_no_tree_leaves_every_merge_to_a_worktree(
+    mirror: Mirror, tmp_path: Path, git: Git, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(merging._versions, "git", (2, 37))
+    await _branch(mirror, tmp_path, "bot/a", {"a.txt": "a\n"})
+    refs_before = git("for-each-ref", cwd=mirror.path)
+    assert await _in_mirror(mirror, ["bot/a"]) is None
+    assert git("for-each-ref", cwd=mirror.path) == refs_before
