@@ -101,3 +101,20 @@ async def test_stories_that_conflict_are_merged_in_a_worktree_and_the_later_one_
         "Merge STORY-001 into batch 1|Plan Cascade",
     ]
     assert git("show", "plan-cascade/7/batch-1:shared.txt", cwd=mirror) == "STORY-002"
+
+
+async def test_a_worktree_an_interrupted_run_left_at_the_batchs_path_is_removed(tmp_path: Path) -> None:
+    """A crash while a batch had a worktree (its integration gates, a conflict) leaves it: a clean
+    merge of that batch later, which needs none, removes it all the same."""
+    from bot.workspace.worktree import add_worktree
+
+    script = agent_script(tmp_path, "agent.sh", OWN_FILE)
+    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script))
+    await run.mirror.ensure()
+    left = run.work_root / "batch-1"
+    await add_worktree(run.mirror, branch="plan-cascade/7/batch-1", base_ref="origin/main", path=left)
+    assert (left / "README.md").exists()
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED
+    assert not left.exists()
+    assert "batch-1" not in git("worktree", "list", cwd=run.mirror.path)

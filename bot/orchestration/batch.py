@@ -77,6 +77,8 @@ async def merge_batch(
         message_for=functools.partial(_message, batch=batch),
     )
     if merged_head is not None:  # merged cleanly: no worktree (the integration gates make one)
+        if (path / ".git").exists():  # one an interrupted run left at the batch's path: not kept
+            await run.tidy(path, remove_batch_worktree(Worktree(path=path, branch=branch, mirror=run.mirror)))
         await run.mirror.git("update-ref", f"refs/heads/{branch}", merged_head)
         return await _finish_merge(
             run, branch, path, batch, story_ids, head=merged_head, failed={}, push=push
