@@ -31,6 +31,7 @@ stories:
 """
 OWN_FILE = 'id=$(echo "$1" | tr A-Z a-z)\necho done > "$2/$id.txt"\n'
 SAME_FILE = 'echo "$1" > "$2/shared.txt"\n' + OWN_FILE
+GATE = "gates:\n  detect: false\n  custom:\n    - name: both\n      command: ls story-00[12].txt\n"
 
 
 def _added_worktrees(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -76,8 +77,7 @@ async def test_an_integration_gate_gets_a_worktree_of_the_merged_batch(
 ) -> None:
     added = _added_worktrees(monkeypatch)
     script = agent_script(tmp_path, "agent.sh", OWN_FILE)
-    gates = "gates:\n  detect: false\n  custom:\n    - name: both\n      command: ls story-00[12].txt\n"
-    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script, gates))
+    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script, GATE))
     state = await execute(run)
     assert state.status == PlanStatus.COMPLETED
     assert added == ["batch-1", "batch-2"]
@@ -103,13 +103,16 @@ async def test_stories_that_conflict_are_merged_in_a_worktree_and_the_later_one_
     assert git("show", "plan-cascade/7/batch-1:shared.txt", cwd=mirror) == "STORY-002"
 
 
-async def test_a_worktree_an_interrupted_run_left_at_the_batchs_path_is_removed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gates", ["", GATE], ids=["no gate", "an integration gate"])
+async def test_a_worktree_an_interrupted_run_left_at_the_batchs_path_is_removed(
+    tmp_path: Path, gates: str
+) -> None:
     """A crash while a batch had a worktree (its integration gates, a conflict) leaves it: a clean
-    merge of that batch later, which needs none, removes it all the same."""
+    merge of that batch later removes it all the same, before the worktree its gates get there."""
     from bot.workspace.worktree import add_worktree
 
     script = agent_script(tmp_path, "agent.sh", OWN_FILE)
-    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script))
+    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script, gates))
     await run.mirror.ensure()
     left = run.work_root / "batch-1"
     await add_worktree(run.mirror, branch="plan-cascade/7/batch-1", base_ref="origin/main", path=left)

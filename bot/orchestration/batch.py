@@ -65,7 +65,7 @@ async def merge_batch(
     done = await _already_merged(run, batch, base, story_ids) if push is not None else None
     if done is not None:  # a publish redone after a crash: what was merged and pushed stands
         await run.mirror.git("update-ref", f"refs/heads/{branch}", done)
-        return await _finish_merge(run, branch, path, batch, story_ids, head=done, failed={}, push=push)
+        return await _finish_merge(run, branch, batch, story_ids, head=done, failed={}, push=push)
     author = (run.author.name, run.author.email)
     branches = [story_branch(run.branch_prefix, sid) for sid in story_ids]
     merged_head = await merge_in_mirror(
@@ -80,9 +80,7 @@ async def merge_batch(
         if (path / ".git").exists():  # one an interrupted run left at the batch's path: not kept
             await run.tidy(path, remove_batch_worktree(Worktree(path=path, branch=branch, mirror=run.mirror)))
         await run.mirror.git("update-ref", f"refs/heads/{branch}", merged_head)
-        return await _finish_merge(
-            run, branch, path, batch, story_ids, head=merged_head, failed={}, push=push
-        )
+        return await _finish_merge(run, branch, batch, story_ids, head=merged_head, failed={}, push=push)
     wt = await add_worktree(run.mirror, branch=branch, base_ref=base, path=path, reset=True)
     try:
         outcome = await merge_branches(
@@ -113,9 +111,7 @@ async def merge_batch(
             failed[sid] = reason
             await run.story(sid, important=True, status=StoryStatus.FAILED, reason=reason)
         head = await head_sha(wt)
-        return await _finish_merge(
-            run, branch, path, batch, merged, head=head, failed=failed, push=push, wt=wt
-        )
+        return await _finish_merge(run, branch, batch, merged, head=head, failed=failed, push=push, wt=wt)
     finally:
         run.protected.pop(path, None)
         await run.tidy(path, remove_batch_worktree(wt))  # the next batch goes on meanwhile
@@ -136,7 +132,6 @@ async def remove_batch_worktree(wt: Worktree) -> None:
 async def _finish_merge(
     run: Run,
     branch: str,
-    path: Path,
     batch: int,
     merged: list[str],
     *,
@@ -146,7 +141,7 @@ async def _finish_merge(
     wt: Worktree | None = None,
 ) -> BatchOutcome:
     """Push the merged head `head` of `branch` (when publishing), then run the integration gates
-    on it: in `wt` when the merge had one, else in a worktree at `path` made for them."""
+    on it: in `wt` when the merge had one, else in a worktree made for them when they need one."""
     integration: list[GateResult] = []
     await run.reached("merged", f"batch-{batch}")
     if push is not None and merged:
@@ -156,23 +151,30 @@ async def _finish_merge(
     if run.config.gates.integration and merged:
         if wt is not None:
             integration = await integration_gates(run, wt, head, batch)
-        elif _checks_files(run):
-            gated = await add_worktree(run.mirror, branch=branch, base_ref=head, path=path, reset=True)
-            try:
-                integration = await integration_gates(run, gated, head, batch)
-            finally:
-                run.protected.pop(path, None)
-                await run.tidy(path, remove_batch_worktree(gated))
+        elif run.state.setup or run.config.gates.detect or _integration_specs(run, run.work_root):
+            # Setup or a gate to run in its files, or gates to detect from them: a worktree for
+            # them (without detection the configured gates are known, and no file is read).
+            integration = await integration_in_worktree(run, batch, branch, head)
     return BatchOutcome(branch=branch, head_sha=head, merged=merged, failed=failed, integration=integration)
 
 
-def _checks_files(run: Run) -> bool:
-    """Whether a batch's integration gates need its files checked out: setup or a gate to run
-    in them, or gates to detect from them (without detection the configured ones are known)."""
-    if run.state.setup or run.config.gates.detect:
-        return True
-    specs = gate_specs(run, run.state.prd.stories[0], run.work_root)  # nothing is read: no detection
-    return any(spec.name != "verification" for spec in specs)
+async def integration_in_worktree(run: Run, batch: int, branch: str, head: str) -> list[GateResult]:
+    """The integration gates on `head` of `branch`, in a worktree made for them at the batch's
+    path once the last one there is gone, and removed after (`Run.tidy`)."""
+    path = run.work_root / f"batch-{batch}"
+    await run.untidied(path)
+    wt = await add_worktree(run.mirror, branch=branch, base_ref=head, path=path, reset=True)
+    try:
+        return await integration_gates(run, wt, head, batch)
+    finally:
+        run.protected.pop(path, None)
+        await run.tidy(path, remove_batch_worktree(wt))
+
+
+def _integration_specs(run: Run, root: Path) -> list[GateSpec]:
+    """The gates every story shares (no story's own verification), found in the tree at `root`."""
+    specs = gate_specs(run, run.state.prd.stories[0], root)
+    return [s for s in specs if s.name != "verification"]
 
 
 async def _already_merged(run: Run, batch: int, base: str, story_ids: list[str]) -> str | None:
@@ -221,8 +223,7 @@ async def redo_story(run: Run, story_id: str, base_ref: str, *, why: str, feedba
 async def integration_gates(run: Run, wt: Worktree, head: str, batch: int) -> list[GateResult]:
     """Setup and the shared gates on a batch's merged head `head`, checked out in `wt`."""
     root = wt.path
-    specs = await asyncio.to_thread(gate_specs, run, run.state.prd.stories[0], root)  # lists the tree
-    specs = [s for s in specs if s.name != "verification"]
+    specs = await asyncio.to_thread(_integration_specs, run, root)  # lists the tree
     if not specs and not run.state.setup:
         return []  # nothing to run: no worktree listing, no environment
     home = run.work_root / f".home-batch-{batch}"

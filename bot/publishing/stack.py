@@ -20,7 +20,7 @@ from typing import Literal
 from bot.errors import GitHubError, WorkspaceError
 from bot.gates.report import conclusion
 from bot.github.port import GitHubPort
-from bot.orchestration.batch import integration_gates, remove_batch_worktree
+from bot.orchestration.batch import integration_in_worktree
 from bot.orchestration.restack import Rebuild, rebuild_batch
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import batch_branch, story_branch
@@ -30,7 +30,6 @@ from bot.publishing.rollup import carry_rollup, post_rollup
 from bot.rendering import stack as say
 from bot.rendering.pr_body import pr_body, pr_title
 from bot.workspace.git import PushRejected
-from bot.workspace.worktree import add_worktree
 
 log = logging.getLogger(__name__)
 Update = Callable[[Callable[[PlanState], PlanState]], Awaitable[PlanState]]
@@ -325,17 +324,9 @@ class StackKeeper:
             log.warning("could not push the rebuilt %s: %s", branch, exc)
 
     async def _gates(self, number: int, branch: str, head: str) -> list:  # type: ignore[type-arg]
-        run = self.run
-        if not run.config.gates.integration:
+        if not self.run.config.gates.integration:
             return []
-        path = run.work_root / f"batch-{number}"
-        await run.untidied(path)
-        wt = await add_worktree(run.mirror, branch=branch, base_ref=head, path=path, reset=True)
-        try:
-            return await integration_gates(run, wt, head, number)
-        finally:
-            run.protected.pop(path, None)
-            await remove_batch_worktree(wt)
+        return await integration_in_worktree(self.run, number, branch, head)
 
     async def _note_in_body(self, number: int, note: str) -> None:
         record = self.run.state.batches[number - 1]

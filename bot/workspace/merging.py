@@ -47,11 +47,11 @@ async def merge_in_mirror(
     none for a branch already in it. None when one conflicts, or when this git would not see the
     attributes a checkout would (see the module): nothing is lost then, since no ref moved (only
     objects were written); the caller moves its branch to what is returned."""
-    commits = [await _commit(mirror, branch) for branch in branches]
     version = await git_version(mirror)
     if version < WRITE_TREE:
         return None
     attr_tree = version >= ATTR_TREE
+    commits = [await _commit(mirror, branch) for branch in branches]
     if attr_tree:
         head_tree = await _tree(mirror, onto)
     else:
@@ -105,17 +105,10 @@ async def merge_in_mirror(
 
 
 async def _commit(mirror: Mirror, branch: str) -> str:
-    """The commit local `branch` holds (the branch itself, never a tag of the same name)."""
+    """The commit local `branch` holds (the branch itself, never a tag of the same name), as
+    `Run.commit_of` reads it: from git's files, else asked of git (WorkspaceError: none)."""
     ref = f"refs/heads/{branch}"
-    found = read_ref(mirror.path, ref)
-    if found:
-        return found
-    result = await mirror.git(
-        "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False
-    )
-    if result.returncode != 0:
-        raise WorkspaceError(f"merging {branch} failed: there is no such branch")
-    return result.stdout.strip()
+    return read_ref(mirror.path, ref) or await mirror.resolve(ref)
 
 
 async def _tree(mirror: Mirror, commit: str) -> str:
