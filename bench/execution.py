@@ -52,7 +52,15 @@ sys.path.insert(0, str(ROOT))
 from bot.gates.dependencies import AdvisoryLookup  # noqa: E402
 from bot.orchestration.engine import execute  # noqa: E402
 from bot.publishing.commit_mode import CommitPublisher  # noqa: E402
-from tests.execution_support import GIT_ENV, agent_script, approved_state, config_for, make_remote, make_run  # noqa: E402
+from tests.execution_support import (  # noqa: E402
+    GIT_ENV,
+    agent_script,
+    approved_state,
+    config_for,
+    git,
+    make_remote,
+    make_run,
+)
 from tests.support import make_settings  # noqa: E402
 
 
@@ -136,16 +144,6 @@ def sandbox_said() -> str:
     return f"{sandbox.mode}, limits: {limits}; egress: {way}"
 
 
-def git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
-
-
-def out(*args: str, cwd: Path) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 def script_run(tmp: Path, batches: int, width: int) -> float:
     """The same work, done directly: git operations and the same agent script."""
     from bot.sandbox.confinement import Sandbox
@@ -178,13 +176,13 @@ def script_run(tmp: Path, batches: int, width: int) -> float:
             git("worktree", "remove", "--force", str(wt), cwd=mirror)
 
     def merge(b: int) -> None:  # in the mirror, as the engine merges a batch without conflicts
-        head = out(
+        head = git(
             "rev-parse", "refs/remotes/origin/main" if b == 0 else f"refs/heads/batch-{b - 1}", cwd=mirror
         )
         for w in range(width):
             story = f"refs/heads/plan/{b * width + w + 1}"
-            tree = out("merge-tree", "--write-tree", head, story, cwd=mirror)
-            head = out("commit-tree", "-p", head, "-p", story, "-m", f"Merge {story}", tree, cwd=mirror)
+            tree = git("merge-tree", "--write-tree", head, story, cwd=mirror)
+            head = git("commit-tree", "-p", head, "-p", story, "-m", f"Merge {story}", tree, cwd=mirror)
         git("update-ref", f"refs/heads/batch-{b}", head, cwd=mirror)
 
     with ThreadPoolExecutor(max_workers=width) as pool:
