@@ -451,7 +451,8 @@ async def test_while_deliveries_come_in_the_workers_writes_wait_in_a_thread(sqli
         return await real(recorded, in_thread=in_thread)
 
     sqlite_db.transaction = spy  # type: ignore[method-assign]
-    pressure = IntakePressure()
+    now = [0.0]  # the intake's clock, moved by the test alone: never still "busy" on a fast machine
+    pressure = IntakePressure(clock=lambda: now[0])
     kinds = JobKinds()
 
     @kinds.register("k")
@@ -469,6 +470,7 @@ async def test_while_deliveries_come_in_the_workers_writes_wait_in_a_thread(sqli
         pressure.answered()
     assert threads and threading.get_ident() not in threads
     threads.clear()
+    now[0] += pressure.quiet  # no delivery for the quiet time
     await queue.enqueue(kind="k", group_key="g", payload={})
     assert await queue.claim("w", in_thread=pool._intake_busy()) is not None  # quiet again: on the loop
     assert threads == {threading.get_ident()}
