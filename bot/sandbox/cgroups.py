@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,16 +50,40 @@ def _alive(pid: int) -> bool:
     return True
 
 
+JOIN = 'echo 0 >"$1" && shift && {more}exec "$@" || {{ echo "{failed}" >&2; exit {status}; }}'
+JOIN_FAILED = 125
+"""The exit status of a process that could not join its cgroup (`Group.joined`): nothing ran."""
+
+
 @dataclass
 class Group:
     """One confined process's cgroup: a folder per hierarchy (one with cgroup v2)."""
 
     folders: list[Path]
+    joins: bool = False
+    """Whether its process joins it itself, before it runs anything (`joined`: cgroup v1), instead
+    of being moved in from outside (`add`)."""
 
     def add(self, pid: int) -> None:
         """Move `pid` in (before it starts anything: its children are born inside)."""
         for folder in self.folders:
             (folder / "cgroup.procs").write_text(str(pid))
+
+    def joined(self, argv: Sequence[str]) -> list[str]:
+        """`argv`, started by a shell that first moves itself in, then becomes `argv` (`exec`):
+        everything `argv` starts is born inside. With cgroup v1 a thread may move itself by writing
+        0 to a group's `tasks` (the shell has one thread), which takes no system-wide lock; moving
+        another process in (`add`) takes the kernel's lock on every thread group's cgroup for
+        writing, and the first such move after a quiet moment waits for an RCU grace period, 5 to
+        15 ms, while every fork on the machine waits behind it. The shell runs our own words (its
+        arguments are the `tasks` files and `argv`, never read as code), privileged (`-p`: no
+        functions or start-up files from the environment it passes on); if a move fails it says so
+        and exits `JOIN_FAILED` before `argv` runs."""
+        more = "".join('echo 0 >"$1" && shift && ' for _ in self.folders[1:])
+        failed = "plan-cascade: could not join the sandbox's cgroup; nothing ran"
+        script = JOIN.format(more=more, failed=failed, status=JOIN_FAILED)
+        tasks = [str(folder / "tasks") for folder in self.folders]
+        return ["/bin/sh", "-p", "-c", script, "plan-cascade-cgroup", *tasks, *argv]
 
     def pids(self) -> set[int]:
         found: set[int] = set()
@@ -133,7 +158,7 @@ class Cgroups:
             return None
         wanted = {"pids": processes, "memory": memory}
         name = f"plan-cascade-{os.getpid()}-{next(_counter)}"
-        group = Group(folders=[])
+        group = Group(folders=[], joins=self.version == "v1")
         try:
             for parent in dict.fromkeys(self.parents.values()):  # one folder per distinct parent
                 folder = parent / name

@@ -58,16 +58,19 @@ class Limits:
         return bool(self.processes or self.open_files or self.memory)
 
 
-def apply(limits: Limits, pid: int) -> Group | None:
+def apply(limits: Limits, pid: int, *, joined: Group | None = None) -> Group | None:
     """Put `pid` (a sandbox's first process, not yet running its command) under `limits`; the
-    cgroup made for it, if any (the caller removes it when the process is done).
+    cgroup made for it, if any (the caller removes it when the process is done). A process that
+    `joined` its cgroup itself (`Group.joined`) gets its rlimits here, and that cgroup back.
 
     Raises OSError when a limit cannot be set: the caller must not let the process run then.
     """
-    group = limits.cgroups.make(processes=limits.processes, memory=limits.memory) if limits.cgroups else None
+    made = None
+    if joined is None and limits.cgroups is not None:
+        made = limits.cgroups.make(processes=limits.processes, memory=limits.memory)
     try:
-        if group is not None:
-            group.add(pid)
+        if made is not None:
+            made.add(pid)
         for kind, value in (
             (resource.RLIMIT_NOFILE, limits.open_files),
             (resource.RLIMIT_NPROC, limits.processes),
@@ -78,10 +81,10 @@ def apply(limits: Limits, pid: int) -> Group | None:
             with open(f"/proc/{pid}/oom_score_adj", "w") as adj:
                 adj.write(str(OOM_FIRST))
     except BaseException:
-        if group is not None:
-            group.remove()
+        if made is not None:
+            made.remove()
         raise
-    return group
+    return made or joined
 
 
 def _lower(pid: int, kind: int, value: int) -> None:
@@ -92,12 +95,35 @@ def _lower(pid: int, kind: int, value: int) -> None:
     resource.prlimit(pid, kind, (value, value))
 
 
-async def _applied(limits: Limits, pid: int) -> Group | None:
-    """`apply`, on the loop when there is no cgroup to make: a few `prlimit` calls and a write to
-    `/proc`, tens of µs, less than a hand-off to a thread and back costs under load; in a thread
-    when a cgroup is made (folders and files on the cgroup file system)."""
-    if limits.cgroups is None:
-        return apply(limits, pid)
+async def joining(limits: Limits | None) -> Group | None:
+    """A cgroup for a confined process to join itself as it starts (`Group.joined`), made in a
+    thread (folders and files on the cgroup file system) before it is started; None where its
+    process is moved in at its gate instead (cgroup v2), or where no cgroup is made."""
+    if limits is None or not limits.any or limits.cgroups is None or limits.cgroups.version != "v1":
+        return None
+    making = asyncio.ensure_future(
+        asyncio.to_thread(limits.cgroups.make, processes=limits.processes, memory=limits.memory)
+    )
+    try:
+        group = await asyncio.shield(making)
+    except asyncio.CancelledError:  # made all the same: removed once it is
+        making.add_done_callback(_unwanted)
+        raise
+    return group if group is not None and group.joins else None
+
+
+def _unwanted(making: asyncio.Future[Group | None]) -> None:
+    if not making.cancelled() and making.exception() is None and (group := making.result()) is not None:
+        group.remove_later()
+
+
+async def _applied(limits: Limits, pid: int, joined: Group | None) -> Group | None:
+    """`apply`, on the loop when there is no cgroup to make (none, or one its process joined
+    itself): a few `prlimit` calls and a write to `/proc`, tens of µs, less than a hand-off to a
+    thread and back costs under load; in a thread when a cgroup is made (folders and files on the
+    cgroup file system)."""
+    if limits.cgroups is None or joined is not None:
+        return apply(limits, pid, joined=joined)
     setting = asyncio.ensure_future(asyncio.to_thread(apply, limits, pid))
     try:
         return await asyncio.shield(setting)
@@ -146,7 +172,9 @@ class LimitGate:
     sandbox's first process id to `--info-fd` and waits on `--block-fd` until `release` has put
     that process under the limits (everything it starts afterwards inherits them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, joined: Group | None = None) -> None:
+        self.joined = joined
+        """The cgroup its process joins itself as it starts (`Group.joined`), if any."""
         self._info, self._info_child = os.pipe()
         self._block_child, self._block = os.pipe()
         self._open = {self._info, self._info_child, self._block_child, self._block}
@@ -174,20 +202,20 @@ class LimitGate:
         finally:
             self._close(self._info)
         if not said.strip():
-            return None
+            return self.joined  # nothing ran; a cgroup made for it is still the caller's to remove
         try:
             pid = int(json.loads(said)["child-pid"])
         except (ValueError, KeyError, TypeError) as exc:
             raise WorkspaceError(f"bubblewrap did not say which process to limit ({exc})") from exc
         try:
-            group = await _applied(limits, pid) if limits is not None and limits.any else None
+            group = await _applied(limits, pid, self.joined) if limits is not None and limits.any else None
         except OSError as exc:
             raise WorkspaceError(f"the sandbox's resource limits could not be set ({exc})") from exc
         if then is not None:
             try:
                 await then(pid)
             except BaseException as exc:
-                if group is not None:
+                if group is not None and group is not self.joined:
                     await asyncio.to_thread(group.remove)
                 if isinstance(exc, OSError):
                     raise WorkspaceError(f"the sandbox could not be made ready ({exc})") from exc

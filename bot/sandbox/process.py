@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.sandbox.cgroups import Group
-from bot.sandbox.limits import LimitGate, Limits
+from bot.sandbox.limits import LimitGate, Limits, joining
 
 if TYPE_CHECKING:
     from bot.sandbox.confinement import Confinement
@@ -225,7 +225,7 @@ class Child:
         (nothing runs before); its cgroup is removed when `confined_child` is left. Without
         either, nothing to do."""
         if self.gate is not None:
-            self.group = await self.gate.release(self.limits, then=self.on_start)
+            self.group = await self.gate.release(self.limits, then=self.on_start)  # or the one it joined
 
 
 @contextlib.asynccontextmanager
@@ -252,7 +252,8 @@ async def confined_child(
     confined = confinement is not None and confinement.confined
     limits = confinement.limits if confinement is not None and confined else None
     on_start = confinement.on_start if confinement is not None and confined else None
-    gate = LimitGate() if (limits is not None and limits.any) or on_start is not None else None
+    joined = await joining(limits)  # cgroup v1: it joins its cgroup itself as it starts
+    gate = LimitGate(joined) if (limits is not None and limits.any) or on_start is not None else None
     files: list[int] = []  # what bubblewrap makes the git view from, in memory: ours closed once it started
     try:
         if confinement is not None and confinement.confined:
@@ -265,12 +266,11 @@ async def confined_child(
                 wrapped = await asyncio.to_thread(
                     confinement.argv, argv, cwd=cwd, env=env, gate=handshake, files=files
                 )
-            argv = wrapped
+            argv = wrapped if joined is None else joined.joined(wrapped)
         write_fd, output, transport = await open_pipe()
     except BaseException:
         _close(files)
-        if gate is not None:
-            gate.close()
+        _abandon(gate)
         raise
     piped = streams == "stdio"
     spawn = asyncio.ensure_future(
@@ -295,18 +295,15 @@ async def confined_child(
             started_proc = await spawn
         except BaseException:
             transport.close()
-            if gate is not None:
-                gate.close()
+            _abandon(gate)
             raise
         await kill_process_group(started_proc)
         transport.close()
-        if gate is not None:
-            gate.close()
+        _abandon(gate)
         raise
     except BaseException:
         transport.close()
-        if gate is not None:
-            gate.close()
+        _abandon(gate)
         raise
     finally:
         os.close(write_fd)
@@ -317,6 +314,7 @@ async def confined_child(
     if registry is not None:
         registry.record(proc.pid)
     child = Child(proc=proc, output=output, transport=transport, gate=gate, limits=limits, on_start=on_start)
+    child.group = joined  # removed when it is left, whether or not it is released
     try:
         yield child
     finally:
@@ -331,6 +329,14 @@ async def confined_child(
             await asyncio.to_thread(child.group.remove)
         if registry is not None:
             registry.forget(proc.pid)
+
+
+def _abandon(gate: LimitGate | None) -> None:
+    """A child that never got going: its gate shut, the cgroup made for it removed meanwhile."""
+    if gate is not None:
+        gate.close()
+        if gate.joined is not None:
+            gate.joined.remove_later()
 
 
 def _close(fds: Iterable[int]) -> None:
