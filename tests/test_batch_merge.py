@@ -121,3 +121,36 @@ async def test_a_worktree_an_interrupted_run_left_at_the_batchs_path_is_removed(
     assert state.status == PlanStatus.COMPLETED
     assert not left.exists()
     assert "batch-1" not in git("worktree", "list", cwd=run.mirror.path)
+
+
+async def test_each_story_is_merged_as_it_is_done_not_after_the_last(tmp_path: Path) -> None:
+    """STORY-001 is done two seconds before STORY-002: its merge is made while STORY-002 still
+    runs (in the batch's order, onto the base), and the batch's merge takes it up; the commits are
+    the ones a merge after the last story makes."""
+    script = agent_script(tmp_path, "agent.sh", '[ "$1" = STORY-002 ] && sleep 2\n' + OWN_FILE)
+    run = make_run(tmp_path, make_remote(tmp_path), approved_state(TWO), config_for(script))
+    state = await execute(run)
+    assert state.status == PlanStatus.COMPLETED
+    mirror = run.mirror.path
+    assert _merges(mirror, "plan-cascade/7/batch-1") == [
+        "Merge STORY-002 into batch 1|Plan Cascade",
+        "Merge STORY-001 into batch 1|Plan Cascade",
+    ]
+    first = int(git("log", "-1", "--format=%ct", "plan-cascade/7/batch-1^1", cwd=mirror))
+    second_story = int(git("log", "-1", "--format=%ct", "plan-cascade/7/story-002", cwd=mirror))
+    assert first < second_story, "STORY-001 was merged before STORY-002 was committed"
+    assert git("rev-parse", "plan-cascade/7/batch-1^1^1", cwd=mirror) == git(
+        "rev-parse", "origin/main", cwd=mirror
+    )
+
+
+async def test_a_failed_story_between_others_is_left_out_of_the_merges_made_ahead(tmp_path: Path) -> None:
+    three = TWO.replace("depends_on: [STORY-001, STORY-002]", "depends_on: []")
+    script = agent_script(tmp_path, "agent.sh", '[ "$1" = STORY-002 ] && exit 1\n' + OWN_FILE)
+    run = make_run(tmp_path, make_remote(tmp_path), approved_state(three), config_for(script))
+    state = await execute(run)
+    assert state.stories["STORY-002"].status == StoryStatus.FAILED
+    assert _merges(run.mirror.path, "plan-cascade/7/batch-1") == [
+        "Merge STORY-003 into batch 1|Plan Cascade",
+        "Merge STORY-001 into batch 1|Plan Cascade",
+    ]

@@ -22,7 +22,7 @@ from bot.orchestration.scheduler import batch_branch, story_branch
 from bot.orchestration.setup import gate_confinement, prepare, report_setup, tool_env
 from bot.orchestration.story import gate_specs, run_story
 from bot.plan.state import StoryStatus
-from bot.workspace.merging import merge_in_mirror
+from bot.workspace.merging import Merging, merge_in_mirror
 from bot.workspace.worktree import Worktree, add_worktree, head_sha, merge_branches, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,7 @@ async def merge_batch(
         return await _finish_merge(run, branch, batch, story_ids, head=done, failed={}, push=push)
     author = (run.author.name, run.author.email)
     branches = [story_branch(run.branch_prefix, sid) for sid in story_ids]
+    ahead = run.merges_ahead.pop(batch, None)
     merged_head = await merge_in_mirror(
         run.mirror,
         await run.commit_of(base),
@@ -75,6 +76,7 @@ async def merge_batch(
         author_name=author[0],
         author_email=author[1],
         message_for=functools.partial(_message, batch=batch),
+        ahead=await ahead() if ahead is not None else None,
     )
     if merged_head is not None:  # merged cleanly: no worktree (the integration gates make one)
         if (path / ".git").exists():  # one an interrupted run left at the batch's path: not kept
@@ -115,6 +117,72 @@ async def merge_batch(
     finally:
         run.protected.pop(path, None)
         await run.tidy(path, remove_batch_worktree(wt))  # the next batch goes on meanwhile
+
+
+class MergeAhead:
+    """A batch's merges in the mirror, begun while its stories run: each story is merged, in the
+    batch's order (the order `merge_batch` merges in), once it passed and every story before it
+    is done, so that little is left to merge when the last one is. `merge_batch` takes them up
+    only where they lead to its own merge (`merge_in_mirror`'s `ahead`: the same base, branches
+    and commits); a conflict or an error stops them, and the merge is made from the base then."""
+
+    def __init__(self, run: Run, batch: int, order: list[str], base: str) -> None:
+        self.run, self.batch, self.order, self.base = run, batch, order, base
+        self.done: set[str] = set()
+        self.merging: Merging | None = None
+        self._next = 0
+        self._stopped = False
+        self._task: asyncio.Task[None] | None = None
+
+    def finished(self, sid: str) -> None:
+        """`sid` is done (passed or not): merge what is ready in the background."""
+        self.done.add(sid)
+        if not self._stopped and (self._task is None or self._task.done()):
+            self._task = asyncio.ensure_future(self._advance())
+
+    async def taken(self) -> Merging | None:
+        """The merges made so far, once the one under way is made; None when they stopped."""
+        self._stopped = True  # nothing more is begun
+        if self._task is not None:
+            try:
+                await asyncio.shield(self._task)
+            except asyncio.CancelledError:
+                if not self._task.cancelled():  # it is this wait that is cancelled
+                    raise
+                return None
+        return None if self.merging is None or self.merging.conflicted else self.merging
+
+    def close(self) -> None:
+        """The batch stopped: whatever is under way is cancelled (its objects are never used)."""
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+        if self.merging is not None:
+            self.merging.forget_check()
+
+    async def _advance(self) -> None:
+        run = self.run
+        try:
+            while not self._stopped and self._next < len(self.order) and self.order[self._next] in self.done:
+                sid = self.order[self._next]
+                self._next += 1
+                if run.state.stories[sid].status != StoryStatus.PASSED:
+                    continue
+                if self.merging is None:
+                    self.merging = await Merging.start(
+                        run.mirror,
+                        await run.commit_of(self.base),
+                        author_name=run.author.name,
+                        author_email=run.author.email,
+                        message_for=functools.partial(_message, batch=self.batch),
+                    )
+                last = self._next == len(self.order)  # the result's attributes read beside its commit
+                branch = story_branch(run.branch_prefix, sid)
+                if self.merging is None or not await self.merging.add(branch, last=last):
+                    self._stopped = True
+        except WorkspaceError as exc:  # the batch's own merge meets it again, and says it
+            log.info("merging batch %s ahead stopped: %s", self.batch, exc.message)
+            self._stopped, self.merging = True, None
 
 
 def _message(branch: str, *, batch: int) -> str:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from bot.environment.setup import missing_program
 from bot.gates.report import fenced_tail
 from bot.orchestration.basecheck import check_base, needs_base_check
-from bot.orchestration.batch import merge_batch
+from bot.orchestration.batch import MergeAhead, merge_batch
 from bot.orchestration.reflection import reflect
 from bot.orchestration.run import BudgetExceeded, Run, RunSuperseded, batch_base
 from bot.orchestration.scheduler import in_scope, outcome, runnable, shared_files
@@ -94,43 +95,63 @@ async def _batches(run: Run) -> PlanState:
         if overlap:
             await run.update(functools.partial(_add_warnings, warnings=overlap), important=True)
         base = batch_base(run, number)
-        if ready:
-            limit = asyncio.Semaphore(run.config.execution.max_parallel)
-            runner = run.story_runner or run_story
-            tasks: list[asyncio.Task[Any]] = [
-                asyncio.create_task(_guarded(run, sid, base, limit, runner)) for sid in ready
-            ]
-            if run.base_pending is not None:  # its error stops the batch at once, not when judged
-                tasks.append(run.base_pending)
-            try:
-                await asyncio.gather(*tasks)
-            except BaseException as exc:
-                # Stop every story (and the base check's gates) and let their cleanup (worktrees,
-                # processes) finish; the base check's own error is the one that counts.
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                if isinstance(exc, BudgetExceeded):
-                    return await _pause_for_budget(run)
-                error = _base_error(run)
-                if error is not None and error is not exc:
-                    raise error from None
-                raise
+        ahead = MergeAhead(run, number, ids, base)  # each story merged as it is done, in order
+        ahead.done.update(sid for sid in ids if sid not in ready)
+        run.merges_ahead[number] = ahead.taken
+        try:
+            stopped = await _run_batch(run, number, ids, ready, base, ahead)
+        finally:
+            ahead.close()
+            run.merges_ahead.pop(number, None)
+        if stopped is not None:
+            return stopped
         if run.cancel.is_set():
             break
-        await _base_check_done(run)  # before the first batch is merged: its integration gates judge too
-        passed = [sid for sid in ids if run.state.stories[sid].status == StoryStatus.PASSED]
-        batch_state = run.state.batches[number - 1] if number - 1 < len(run.state.batches) else None
-        # Publish what changed, and what a crash left unpublished (no PR recorded yet).
-        unpublished = batch_state is not None and batch_state.pr_number is None
-        if passed and run.publisher is not None and (ready or unpublished):
-            run.state = await run.publisher.publish_batch(run, number, passed)
-        elif passed and run.publisher is None and ready:
-            # Nothing publishes, but the next batch still starts from this batch's merge.
-            await merge_batch(run, number, passed)
     if run.cancel.is_set():
         return run.state
     return await _finish(run)
+
+
+async def _run_batch(
+    run: Run, number: int, ids: list[str], ready: list[str], base: str, ahead: MergeAhead
+) -> PlanState | None:
+    """Run batch `number`'s `ready` stories, then merge and publish what passed; the state to
+    return when the run stops here (a budget pause), else None."""
+    if ready:
+        limit = asyncio.Semaphore(run.config.execution.max_parallel)
+        runner = run.story_runner or run_story
+        tasks: list[asyncio.Task[Any]] = [
+            asyncio.create_task(_guarded(run, sid, base, limit, runner, ahead.finished)) for sid in ready
+        ]
+        if run.base_pending is not None:  # its error stops the batch at once, not when judged
+            tasks.append(run.base_pending)
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException as exc:
+            # Stop every story (and the base check's gates) and let their cleanup (worktrees,
+            # processes) finish; the base check's own error is the one that counts.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if isinstance(exc, BudgetExceeded):
+                return await _pause_for_budget(run)
+            error = _base_error(run)
+            if error is not None and error is not exc:
+                raise error from None
+            raise
+    if run.cancel.is_set():
+        return None
+    await _base_check_done(run)  # before the first batch is merged: its integration gates judge too
+    passed = [sid for sid in ids if run.state.stories[sid].status == StoryStatus.PASSED]
+    batch_state = run.state.batches[number - 1] if number - 1 < len(run.state.batches) else None
+    # Publish what changed, and what a crash left unpublished (no PR recorded yet).
+    unpublished = batch_state is not None and batch_state.pr_number is None
+    if passed and run.publisher is not None and (ready or unpublished):
+        run.state = await run.publisher.publish_batch(run, number, passed)
+    elif passed and run.publisher is None and ready:
+        # Nothing publishes, but the next batch still starts from this batch's merge.
+        await merge_batch(run, number, passed)
+    return None
 
 
 async def _base_check_done(run: Run) -> None:
@@ -156,13 +177,16 @@ async def _stop_base_check(run: Run) -> None:
         await asyncio.gather(pending, return_exceptions=True)
 
 
-async def _guarded(run: Run, sid: str, base: str, limit: asyncio.Semaphore, runner: Any) -> None:
+async def _guarded(
+    run: Run, sid: str, base: str, limit: asyncio.Semaphore, runner: Any, done: Callable[[str], None]
+) -> None:
     async with limit:
         if run.parallel_cap is not None:
             async with run.parallel_cap:
                 await runner(run, sid, base)
         else:
             await runner(run, sid, base)
+    done(sid)
     if run.state.stories[sid].status == StoryStatus.FAILED:
         await run.update(lambda s: skip_dependents(s, sid, at=run.clock()), important=True)
     reason = run.over_budget()

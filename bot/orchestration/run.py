@@ -23,6 +23,7 @@ from bot.plan.baseline import BaseCheck
 from bot.plan.blocked import BlockedRequest, merge_blocked
 from bot.plan.state import PlanState, PlanStatus, totals, update_story
 from bot.sandbox.confinement import Sandbox
+from bot.workspace.merging import Merging
 from bot.workspace.mirror import Mirror, read_ref
 
 if TYPE_CHECKING:
@@ -109,6 +110,9 @@ class Run:
     the background, by path, off the run's way (a batch's merge does not wait for its stories',
     nor the next batch for the merge's; the next worktree at a path waits for its removal,
     `execute` for all of them); None: each is removed before its step returns (`tidy`)."""
+    merges_ahead: dict[int, Callable[[], Awaitable[Merging | None]]] = field(default_factory=dict)
+    """Batch → its merges begun in the mirror while its stories ran (`batch.MergeAhead`), waited
+    for: what `merge_batch` takes up where it still leads to the batch's merge."""
     identity: CommitIdentity | None = None
     """Who the run's commits are by (the App's bot, learned from GitHub) and whom story commits
     credit; None: the repository config's author, else the defaults."""

@@ -41,67 +41,176 @@ async def merge_in_mirror(
     author_name: str,
     author_email: str,
     message_for: Callable[[str], str],
+    ahead: Merging | None = None,
 ) -> str | None:
     """The commit that merging each of `branches` (`refs/heads/<branch>`, in order) onto the
     commit `onto` makes, as `merge_branches` would in a worktree on `onto`: a merge commit each,
     none for a branch already in it. None when one conflicts, or when this git would not see the
     attributes a checkout would (see the module): nothing is lost then, since no ref moved (only
-    objects were written); the caller moves its branch to what is returned."""
-    version = await git_version(mirror)
-    if version < WRITE_TREE:
+    objects were written); the caller moves its branch to what is returned.
+
+    `ahead`: the same merges begun earlier (`Merging.start`, while the batch's last stories still
+    ran); taken up where it is when it merged a first part of these branches onto `onto`, each at
+    the commit it holds now, with the same author and messages; else it is not used."""
+    author = (author_name, author_email)
+    merging = None
+    if ahead is not None and await ahead.leads_to(onto, branches, author=author, message_for=message_for):
+        merging = ahead
+    if merging is None:
+        merging = await Merging.start(
+            mirror, onto, author_name=author_name, author_email=author_email, message_for=message_for
+        )
+    if merging is None:
         return None
-    attr_tree = version >= ATTR_TREE
-    commits = [await _commit(mirror, branch) for branch in branches]
-    if attr_tree:
-        head_tree = await _tree(mirror, onto)
-    else:
-        head_tree, attributes = await asyncio.gather(_tree(mirror, onto), _has_attributes(mirror, onto))
-        if attributes:
+    rest = list(branches)[len(merging.merged) :]
+    for n, branch in enumerate(rest, start=1):
+        if not await merging.add(branch, last=n == len(rest)):
             return None
-    env = mirror.local_env(
-        {
-            "GIT_AUTHOR_NAME": author_name,
-            "GIT_AUTHOR_EMAIL": author_email,
-            "GIT_COMMITTER_NAME": author_name,
-            "GIT_COMMITTER_EMAIL": author_email,
-        }
-    )
-    head, checked = onto, None
-    for n, (branch, commit) in enumerate(zip(branches, commits, strict=True), start=1):
-        attrs = ("-c", f"attr.tree={head}") if attr_tree else ()
+    return await merging.result()
+
+
+class Merging:
+    """Merges in the mirror, one branch at a time (`add`), onto a commit: `merge_in_mirror`'s steps,
+    which a caller may begin before it knows every branch (`merge_in_mirror`'s `ahead`)."""
+
+    def __init__(
+        self,
+        mirror: Mirror,
+        onto: str,
+        head_tree: str,
+        *,
+        attr_tree: bool,
+        env: dict[str, str],
+        message_for: Callable[[str], str],
+    ) -> None:
+        self.mirror, self.onto, self.attr_tree, self.env = mirror, onto, attr_tree, env
+        self.message_for = message_for
+        self.head, self.head_tree = onto, head_tree
+        self.merged: list[tuple[str, str]] = []
+        """(branch, the commit it held) of each branch merged, in order."""
+        self.conflicted = False
+        self._checked: asyncio.Future[bool] | None = None
+
+    @classmethod
+    async def start(
+        cls,
+        mirror: Mirror,
+        onto: str,
+        *,
+        author_name: str,
+        author_email: str,
+        message_for: Callable[[str], str],
+    ) -> Merging | None:
+        """Merges onto `onto` made as `author`; None where this git cannot make them (see the module)."""
+        version = await git_version(mirror)
+        if version < WRITE_TREE:
+            return None
+        attr_tree = version >= ATTR_TREE
+        if attr_tree:
+            head_tree = await _tree(mirror, onto)
+        else:
+            head_tree, attributes = await asyncio.gather(_tree(mirror, onto), _has_attributes(mirror, onto))
+            if attributes:
+                return None
+        env = mirror.local_env(
+            {
+                "GIT_AUTHOR_NAME": author_name,
+                "GIT_AUTHOR_EMAIL": author_email,
+                "GIT_COMMITTER_NAME": author_name,
+                "GIT_COMMITTER_EMAIL": author_email,
+            }
+        )
+        return cls(mirror, onto, head_tree, attr_tree=attr_tree, env=env, message_for=message_for)
+
+    async def leads_to(
+        self,
+        onto: str,
+        branches: Sequence[str],
+        *,
+        author: tuple[str, str],
+        message_for: Callable[[str], str],
+    ) -> bool:
+        """Whether these merges are the first of merging `branches` onto `onto` as `author` (name,
+        email) with these messages: the same base, a first part of the same branches, each still
+        at the commit it was merged at."""
+        if self.conflicted or self.onto != onto or len(self.merged) > len(branches):
+            return False
+        if (self.env["GIT_AUTHOR_NAME"], self.env["GIT_AUTHOR_EMAIL"]) != author:
+            return False
+        for (branch, commit), wanted in zip(self.merged, branches, strict=False):
+            if branch != wanted or message_for(branch) != self.message_for(branch):
+                return False
+            if await _commit(self.mirror, branch) != commit:
+                return False
+        return True
+
+    async def add(self, branch: str, *, last: bool = False) -> bool:
+        """Merge `branch` (`refs/heads/<branch>`) onto the head; False when it conflicts (then no
+        more can be added). `last`: the result's attributes are listed beside its commit."""
+        commit = await _commit(self.mirror, branch)
+        attrs = ("-c", f"attr.tree={self.head}") if self.attr_tree else ()
         merged = await run_git(
-            [*attrs, "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", head, commit],
-            cwd=mirror.path,
-            env=env,
+            [*attrs, "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", self.head, commit],
+            cwd=self.mirror.path,
+            env=self.env,
             check=False,
         )
         if merged.returncode == 1:
-            return None  # a conflict
+            self.conflicted = True
+            return False
         if merged.returncode != 0:
             raise WorkspaceError(f"merging {branch} failed: {merged.stderr.strip()[-2000:]}")
         tree = merged.stdout.split("\0", 1)[0]
-        if tree == head_tree:  # nothing new: `git merge` makes no commit for a branch already in
-            inside = await mirror.git("merge-base", "--is-ancestor", commit, head, check=False)
+        if tree == self.head_tree:  # nothing new: `git merge` makes no commit for a branch already in
+            inside = await self.mirror.git("merge-base", "--is-ancestor", commit, self.head, check=False)
             if inside.returncode == 0:
-                continue
-        if not attr_tree and n == len(branches):  # the result's attributes, read beside its commit
-            checked = asyncio.ensure_future(_has_attributes(mirror, tree))
+                self.merged.append((branch, commit))
+                return True
+        if not self.attr_tree and last:  # the result's attributes, read beside its commit
+            self.forget_check()
+            self._checked = asyncio.ensure_future(_has_attributes(self.mirror, tree))
         try:
             made = await run_git(
-                ["commit-tree", "--no-gpg-sign", "-p", head, "-p", commit, "-m", message_for(branch), tree],
-                cwd=mirror.path,
-                env=env,
+                [
+                    "commit-tree",
+                    "--no-gpg-sign",
+                    "-p",
+                    self.head,
+                    "-p",
+                    commit,
+                    "-m",
+                    self.message_for(branch),
+                    tree,
+                ],
+                cwd=self.mirror.path,
+                env=self.env,
             )
         except BaseException:
-            if checked is not None:
-                checked.cancel()
+            self.forget_check()
             raise
-        head, head_tree = made.stdout.strip(), tree
-    if checked is not None:
-        brought = await checked
-    else:
-        brought = not attr_tree and head != onto and await _has_attributes(mirror, head_tree)
-    return None if brought else head  # attributes a story brought: its batch-mates' merges read them
+        self.head, self.head_tree = made.stdout.strip(), tree
+        self.merged.append((branch, commit))
+        return True
+
+    async def result(self) -> str | None:
+        """The merged head; None when a story brought attributes this git would not read in the
+        mirror (then its batch-mates' merges must be made in a worktree, which reads them)."""
+        checked, self._checked = self._checked, None
+        if checked is not None:
+            brought = await checked
+        else:
+            brought = (
+                not self.attr_tree
+                and self.head != self.onto
+                and await _has_attributes(self.mirror, self.head_tree)
+            )
+        return None if brought else self.head
+
+    def forget_check(self) -> None:
+        """Stop reading the result's attributes (merges not taken up, or given up)."""
+        if self._checked is not None:
+            self._checked.cancel()
+            self._checked = None
 
 
 async def _commit(mirror: Mirror, branch: str) -> str:
