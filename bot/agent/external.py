@@ -150,14 +150,17 @@ class CommandAgent:
             raise AgentError(
                 f"the agent's HOME {task.home} is inside its worktree: the prompt would be committed"
             )
-        task.home.mkdir(parents=True, exist_ok=True)
-        prompt_file.write_text(task_prompt(task), encoding="utf-8")
+        # Its sandbox (its git read again) and its prompt's file (a file made: milliseconds on a busy
+        # disk), each in a thread, side by side, off the event loop.
+        confinement, _ = await asyncio.gather(
+            confinement_for(task, tools=self._tool_dirs()),  # its own network namespace
+            asyncio.to_thread(_write_prompt, prompt_file, task_prompt(task)),
+        )
         mcp_config = relay.config_file if relay is not None else None
         if relay is None and self._names("mcp_config"):  # a template without it never reads one
             mcp_config = empty_config(task.home)
         command = self.command(prompt_file=prompt_file, task=task, mcp_config=mcp_config, relay=relay)
         transcript.record("command", command=command)
-        confinement = await confinement_for(task, tools=self._tool_dirs())  # its own network namespace
         if relay is not None:  # the relay's script and the bot's socket, read-only
             confinement = replace(confinement, readonly=(*confinement.readonly, relay.folder))
         env = with_env_path(
@@ -194,6 +197,11 @@ class CommandAgent:
             return AgentResult(status="failed", reason=reason, agent=self.name, blocked=blocked)
         summary = tail or f"`{self.name}` finished"
         return AgentResult(status="finished", summary=summary, agent=self.name, blocked=blocked)
+
+
+def _write_prompt(prompt_file: Path, prompt: str) -> None:
+    prompt_file.parent.mkdir(parents=True, exist_ok=True)
+    prompt_file.write_text(prompt, encoding="utf-8")
 
 
 @contextlib.asynccontextmanager

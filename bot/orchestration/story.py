@@ -86,7 +86,7 @@ async def run_story(
     path = run.work_root / story_id.lower()
     home = run.work_root / f".home-{story_id.lower()}"
     await run.untidied(path)  # this story's last worktree, when it is still going
-    home.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)  # a folder made: not on the loop
     try:
         done = await committed_work(run, story_id, branch, base_ref) if interrupted else None
         if done is not None:

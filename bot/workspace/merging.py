@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from bot.errors import WorkspaceError
 from bot.workspace.git import run_git
@@ -31,6 +32,7 @@ WRITE_TREE = (2, 38)
 ATTR_TREE = (2, 43)
 """The first git whose merges in a bare repository read attributes from a tree (`attr.tree`)."""
 _versions: dict[str, tuple[int, int]] = {}
+T = TypeVar("T")
 
 
 async def merge_in_mirror(
@@ -106,8 +108,13 @@ class Merging:
         if version < WRITE_TREE:
             return None
         attr_tree = version >= ATTR_TREE
+        known = _TREES.get((str(mirror.path), onto))  # the last batch's merge, made here
         if attr_tree:
-            head_tree = await _tree(mirror, onto)
+            head_tree = known or await _tree(mirror, onto)
+        elif known is not None:
+            head_tree = known
+            if await _has_attributes(mirror, head_tree):
+                return None
         else:
             head_tree, attributes = await asyncio.gather(_tree(mirror, onto), _has_attributes(mirror, onto))
             if attributes:
@@ -189,6 +196,7 @@ class Merging:
             self.forget_check()
             raise
         self.head, self.head_tree = made.stdout.strip(), tree
+        _remember(_TREES, (str(self.mirror.path), self.head), tree)
         self.merged.append((branch, commit))
         return True
 
@@ -221,16 +229,41 @@ async def _commit(mirror: Mirror, branch: str) -> str:
 
 
 async def _tree(mirror: Mirror, commit: str) -> str:
-    result = await mirror.git("rev-parse", "--verify", "--end-of-options", f"{commit}^{{tree}}")
-    return result.stdout.strip()
+    key = (str(mirror.path), commit)
+    found = _TREES.get(key)
+    if found is None:
+        result = await mirror.git("rev-parse", "--verify", "--end-of-options", f"{commit}^{{tree}}")
+        found = _remember(_TREES, key, result.stdout.strip())
+    return found
 
 
-async def _has_attributes(mirror: Mirror, commit: str) -> bool:
-    """Whether the tree of `commit` has a `.gitattributes` file anywhere."""
-    listed = await mirror.git(
-        "ls-tree", "-r", "-z", "--name-only", "--end-of-options", commit, max_output=2**30
-    )
-    return any(name.rsplit("/", 1)[-1] == ".gitattributes" for name in listed.stdout.split("\0"))
+async def _has_attributes(mirror: Mirror, name: str) -> bool:
+    """Whether the tree of `name` (a commit or a tree) has a `.gitattributes` file anywhere."""
+    key = (str(mirror.path), name)
+    found = _ATTRIBUTES.get(key)
+    if found is None:
+        listed = await mirror.git(
+            "ls-tree", "-r", "-z", "--name-only", "--end-of-options", name, max_output=2**30
+        )
+        names = listed.stdout.split("\0")
+        found = _remember(_ATTRIBUTES, key, any(n.rsplit("/", 1)[-1] == ".gitattributes" for n in names))
+    return found
+
+
+_TREES: dict[tuple[str, str], str] = {}
+"""(mirror, commit) → its tree: a fact of the commit, which never changes (a batch's base is the
+batch before it, merged here: its tree is known, and not asked of git again)."""
+_ATTRIBUTES: dict[tuple[str, str], bool] = {}
+"""(mirror, commit or tree) → whether its tree has a `.gitattributes` anywhere (likewise)."""
+KNOWN_KEEP = 2048
+"""Facts kept at most of each kind (the oldest forgotten first)."""
+
+
+def _remember(known: dict[tuple[str, str], T], key: tuple[str, str], value: T) -> T:
+    if len(known) >= KNOWN_KEEP:
+        known.pop(next(iter(known)))
+    known[key] = value
+    return value
 
 
 async def git_version(mirror: Mirror) -> tuple[int, int]:

@@ -129,3 +129,26 @@ async def test_merges_ahead_that_conflicted_are_not_taken_up(
     assert not await ahead.add("bot/c")
     assert ahead.conflicted
     assert await _merge(mirror, ["bot/b", "bot/c"], ahead) is None
+
+
+async def test_the_next_batchs_base_merged_here_is_not_read_again(
+    mirror: Mirror, tmp_path: Path, git: Git
+) -> None:
+    """A batch's base is the batch before it, merged here: its tree (and, on git before 2.43,
+    whether it has a `.gitattributes`) is known, and asked of no git process again."""
+    from tests.support import audit_threads
+
+    await _branch(mirror, tmp_path, "bot/a", {"a.txt": "a\n"})
+    await _branch(mirror, tmp_path, "bot/b", {"b.txt": "b\n"})
+    first = await _merge(mirror, ["bot/a"], None)
+    assert first is not None
+    asked = audit_threads(
+        "subprocess.Popen", lambda args: any(w in args[1] for w in ("rev-parse", "ls-tree"))
+    )
+    with asked as reads:
+        merging = await Merging.start(
+            mirror, first, author_name=BOT_NAME, author_email=BOT_EMAIL, message_for=_message
+        )
+    assert merging is not None and reads == []
+    assert merging.head_tree == git("rev-parse", f"{first}^{{tree}}", cwd=mirror.path)
+    assert await merging.add("bot/b", last=True) and await merging.result() is not None
