@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -86,22 +86,33 @@ class AgentTask(BaseModel):
 
 
 async def confinement_for(
-    task: AgentTask, *, network: bool = False, tools: Sequence[Path] = (), git_session: bool = False
+    task: AgentTask,
+    *,
+    network: bool = False,
+    tools: Sequence[Path] = (),
+    git_session: bool = False,
+    before: Callable[[], object] | None = None,
 ) -> Confinement:
     """How this task's processes start (raises SandboxUnavailable when they must not start at all);
-    made once per agent run, with its git read again in a thread, off the event loop. `git_session`:
+    made once per agent run, with its git read again in a thread, off the event loop, after
+    `before` (the agent's own file work, in the same thread: one hand-off, not two). `git_session`:
     its processes are one session and share one copy of that git (see `Sandbox.confinement`)."""
-    return await asyncio.to_thread(
-        task.sandbox.confinement,
-        worktree=task.worktree,
-        home=task.home,
-        repo_setting=task.sandbox_setting,
-        network=network,
-        readonly=[*task.protected, *task.shared],
-        tools=tools,
-        git=task.git,
-        git_session=git_session,
-    )
+
+    def made() -> Confinement:
+        if before is not None:
+            before()
+        return task.sandbox.confinement(
+            worktree=task.worktree,
+            home=task.home,
+            repo_setting=task.sandbox_setting,
+            network=network,
+            readonly=[*task.protected, *task.shared],
+            tools=tools,
+            git=task.git,
+            git_session=git_session,
+        )
+
+    return await asyncio.to_thread(made)
 
 
 def task_place(task: AgentTask) -> McpPlace:

@@ -150,11 +150,11 @@ class CommandAgent:
             raise AgentError(
                 f"the agent's HOME {task.home} is inside its worktree: the prompt would be committed"
             )
-        # Its sandbox (its git read again) and its prompt's file (a file made: milliseconds on a busy
-        # disk), each in a thread, side by side, off the event loop.
-        confinement, _ = await asyncio.gather(
-            confinement_for(task, tools=self._tool_dirs()),  # its own network namespace
-            asyncio.to_thread(_write_prompt, prompt_file, task_prompt(task)),
+        # Its prompt's file (a file made: milliseconds on a busy disk), then its sandbox (its git
+        # read again), in one thread, off the event loop.
+        prompt = task_prompt(task)
+        confinement = await confinement_for(  # its own network namespace
+            task, tools=self._tool_dirs(), before=lambda: _write_prompt(prompt_file, prompt)
         )
         mcp_config = relay.config_file if relay is not None else None
         if relay is None and self._names("mcp_config"):  # a template without it never reads one
