@@ -366,7 +366,10 @@ async def _run_agent(
 async def _gates(
     run: Run, story: Story, wt: Worktree, home: Path, head: str, attempt: int
 ) -> list[GateResult]:
-    specs = await asyncio.to_thread(gate_specs, run, story, wt.path)  # lists the worktree: off the loop
+    if run.config.gates.detect:  # detection lists the worktree: off the loop
+        specs = await asyncio.to_thread(gate_specs, run, story, wt.path)
+    else:  # the configured gates alone: no file read, no hand-off to a thread
+        specs = gate_specs(run, story, wt.path)
     if not specs:
         return []  # no gate: no sandbox, nor a copy of the repository's git, to make for it
     scope = story.id
