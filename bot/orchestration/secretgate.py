@@ -6,8 +6,8 @@ already had) is noted in `Run.scanned`, which the server shares between its runs
 it again (a job run again, a resumed story) scans nothing; a head with new commits on top is
 scanned from where the last scan stopped, by the caller's `since`. A story's commit of what its
 agent left (when the agent committed nothing itself) is scanned from the index it is made of,
-read beside the commit (`StagedRead`): the same change, and no `git log` between the commit and
-its push.
+read once before the commit (`StagedRead`): the same change, whose paths the protected-paths
+check reads too, and no `git log` between the commit and its push.
 
 A finding undoes the commits (their changes stay in the worktree, staged) and the attempt fails
 with the findings fed back to the agent; the story fails when they survive its retries. The
@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any
 
 from bot.network.secretscan import Finding
 from bot.orchestration.run import Run
 from bot.redaction import known_secrets
 from bot.tasks import forget
-from bot.workspace.outgoing import outgoing_secrets, staged_diff, uncommit
+from bot.workspace.outgoing import changed_paths, outgoing_secrets, staged_diff, uncommit
 from bot.workspace.worktree import Worktree, head_sha
 
 log = logging.getLogger(__name__)
@@ -37,41 +35,38 @@ SCANNED_KEEP = 10_000
 
 
 class StagedRead:
-    """The change a commit of `wt`'s index on `since` (its HEAD) will make, read beside that
-    commit (`staged_diff`): the scan of the commit then starts no `git log` before its push."""
+    """The change a commit of `wt`'s index on `since` (its HEAD) will make, read from the index
+    (`staged_diff`): the secret scan of that commit then starts no `git log` before its push, and
+    the paths it names are the ones the protected-paths check looks at (`paths`)."""
 
     def __init__(self, wt: Worktree, *, since: str) -> None:
         self.since = since
         self.task = asyncio.ensure_future(staged_diff(wt, since=since))
+
+    def paths(self) -> list[str] | None:
+        """Every path the change names (both of a rename), once it is read; None when it could
+        not be (too large to read whole: the caller lists the changes its own way)."""
+        if not self.task.done() or self.task.cancelled() or self.task.exception() is not None:
+            return None
+        try:
+            return list(changed_paths(self.task.result()))
+        except ValueError:
+            return None
 
     def cancel(self) -> None:
         """Not wanted (nothing committed, or the attempt ended): stop it, never raise its error."""
         forget(self.task)
 
 
-async def with_staged_read(
-    wt: Worktree, *, since: str, commit: Coroutine[Any, Any, str | None]
-) -> tuple[str | None, StagedRead | None]:
-    """Run `commit` (of `wt`'s index); when the agent committed nothing itself (HEAD is still
-    `since`), with its change read beside it. The commit made (None: nothing was), and that read
-    when there is one to scan."""
-    try:
-        moved = await head_sha(wt) != since
-    except BaseException:
-        commit.close()
-        raise
-    if moved:
-        return await commit, None
+async def read_staged(wt: Worktree, *, since: str) -> StagedRead | None:
+    """After everything is staged: when the agent committed nothing itself (HEAD is still `since`),
+    the change a commit of the index will make, read now (its error, if any, kept in it); None
+    when HEAD moved (its commits are read for the scan then)."""
+    if await head_sha(wt) != since:
+        return None
     staged = StagedRead(wt, since=since)
-    try:
-        sha = await commit
-    except BaseException:
-        staged.cancel()
-        raise
-    if sha is None:  # nothing committed: nothing of it to scan
-        staged.cancel()
-        return None, None
-    return sha, staged
+    await asyncio.wait({staged.task})
+    return staged
 
 
 async def hold_back(

@@ -228,3 +228,12 @@ def setup_feedback(result: GateResult) -> str:
         "the story; the setup commands run again after your change.\n"
         f"Setup commands:\n{result.command}\n\nTheir output's tail:\n{result.output.strip()[-4000:]}"
     )
+
+
+def setup_passes_on_base(run: Run) -> bool:
+    """Whether setup passed on the plan's unchanged base (or is taken to: the base check's gates
+    still run, which only start once its setup passed)."""
+    check = run.state.base_check
+    if run.base_pending is not None:
+        return True
+    return check is not None and check.setup == "success"

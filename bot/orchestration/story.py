@@ -21,7 +21,7 @@ from bot.orchestration.pushing import publish_story
 from bot.orchestration.resume import committed_work, story_trailers
 from bot.orchestration.run import Run
 from bot.orchestration.scheduler import story_branch
-from bot.orchestration.secretgate import StagedRead, hold_back, with_staged_read
+from bot.orchestration.secretgate import StagedRead, hold_back, read_staged
 from bot.orchestration.setup import (
     SETUP_GATE,
     gate_confinement,
@@ -30,6 +30,7 @@ from bot.orchestration.setup import (
     report_setup,
     setup_failure,
     setup_feedback,
+    setup_passes_on_base,
     setup_variables,
     shared_dirs,
     tool_env,
@@ -102,7 +103,7 @@ async def run_story(
             await run.note_blocked(story_id, setup.blocked)  # a copied environment's setup's too
         setup_head = await head_sha(worktree)
         if setup is not None and not setup.passed:
-            if not _setup_passes_on_base(run):
+            if not setup_passes_on_base(run):
                 await _setup_failed(run, story_id, setup, head=setup_head)
                 return
             # It passes on the base: what this story starts from broke it, and the agent can fix it.
@@ -130,13 +131,6 @@ async def run_story(
         run.protected.pop(path, None)
         # The batch goes on meanwhile (see `Run.tidying`).
         await run.tidy(path, cleanup(Worktree(path=path, branch=branch, mirror=run.mirror), home))
-
-
-def _setup_passes_on_base(run: Run) -> bool:
-    check = run.state.base_check
-    if run.base_pending is not None:
-        return True  # its gates still run: they only started because setup passed there
-    return check is not None and check.setup == "success"
 
 
 async def _setup_failed(run: Run, story_id: str, result: GateResult, *, head: str) -> None:
@@ -193,12 +187,16 @@ async def _attempts(
             await run.story(story.id, attempts=attempt)
             result = await _run_agent(run, story, wt, home, phase=phase, feedback=feedback, attempt=attempt)
             await run.reached("agent-finished", story.id)
-            # What changed is listed and staged at once (two git processes side by side): the
-            # listing reads the same changes staged or not, and nothing is committed before it.
-            deny = run.config.paths.deny
-            violations, _ = await asyncio.gather(policy_violations(wt, deny=deny), stage_all(wt))
+            # Staged, then read once when the agent committed nothing itself: the paths the change
+            # names are the ones checked (else git lists them), and the change is what is scanned.
+            await stage_all(wt)
+            staged = await read_staged(wt, since=scanned)
+            changed = staged.paths() if staged is not None else None
+            violations = await policy_violations(wt, deny=run.config.paths.deny, changed=changed)
             if violations:
                 log.warning("%s changed protected paths, undone: %s", story.id, ", ".join(violations))
+                if staged is not None:
+                    staged.cancel()
                 await revert(wt, violations)
                 feedback = violation_feedback(violations)
                 if attempt < max_attempts:
@@ -210,18 +208,17 @@ async def _attempts(
                     reason="the agent changed paths it may not change: " + ", ".join(violations[:10]),
                 )
                 return
-            sha, staged = await with_staged_read(
+            sha = await commit_staged(
                 wt,
-                since=scanned,
-                commit=commit_staged(
-                    wt,
-                    message=f"{story.id}: {story.title}",
-                    author_name=run.author.name,
-                    author_email=run.author.email,
-                    trailers=story_trailers(run, story.id),
-                    co_authors=run.author.co_authors,
-                ),
+                message=f"{story.id}: {story.title}",
+                author_name=run.author.name,
+                author_email=run.author.email,
+                trailers=story_trailers(run, story.id),
+                co_authors=run.author.co_authors,
             )
+            if sha is None and staged is not None:  # nothing committed: nothing of it to scan
+                staged.cancel()
+                staged = None
             head = sha or await head_sha(wt)
             # Nothing committed now: did any attempt change anything since the base? (asked only then)
             if sha is None and head == base_sha:

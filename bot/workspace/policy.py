@@ -59,23 +59,21 @@ def _may_match(root: Path, deny: Sequence[str]) -> bool:
     return False
 
 
-async def policy_violations(wt: Worktree, *, deny: Sequence[str]) -> list[str]:
-    """Changed paths the agent must not change (empty when the run kept to the rules). What it
-    lists is the same whether the changes are staged or not: the caller may stage them meanwhile."""
+async def policy_violations(
+    wt: Worktree, *, deny: Sequence[str], changed: Sequence[str] | None = None
+) -> list[str]:
+    """Changed paths the agent must not change (empty when the run kept to the rules). `changed`:
+    every path that differs from HEAD, staged and not, when the caller read them already (the
+    change of the index after `git add -A`); else git lists them, the same staged or not (the
+    caller may stage them meanwhile)."""
     problems: list[str] = []
     link = wt.path / ".git"
     if link.is_symlink() or not link.is_file() or link.read_text(errors="replace") != git_file(wt.admin):
         problems.append(".git")
-    # No optional lock: `git add -A` may stage the same changes meanwhile (`git status` would
-    # otherwise take the index's lock to refresh it, and the add would fail on it).
-    status = await wt.git(
-        "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
-    )
+    if changed is None:
+        changed = await _changed(wt)
     root = wt.path.resolve()
-    for entry in status.stdout.split("\0"):
-        if len(entry) < 4:
-            continue
-        name = entry[3:]
+    for name in changed:
         parts = PurePosixPath(name.rstrip("/")).parts
         full = wt.path / name
         if any(part.lower() == ".git" for part in parts) or (full.is_dir() and (full / ".git").exists()):
@@ -87,6 +85,16 @@ async def policy_violations(wt: Worktree, *, deny: Sequence[str]) -> list[str]:
             if os.path.isabs(target) or not (full.parent / target).resolve().is_relative_to(root):
                 problems.append(f"{name} (a symlink to {target})")
     return problems
+
+
+async def _changed(wt: Worktree) -> list[str]:
+    """Every path that differs from HEAD, staged or not, untracked ones one by one."""
+    # No optional lock: `git add -A` may stage the same changes meanwhile (`git status` would
+    # otherwise take the index's lock to refresh it, and the add would fail on it).
+    status = await wt.git(
+        "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
+    )
+    return [entry[3:] for entry in status.stdout.split("\0") if len(entry) >= 4]
 
 
 async def revert(wt: Worktree, problems: Sequence[str]) -> None:
