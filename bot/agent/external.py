@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shlex
 import shutil
 import string
@@ -176,7 +177,7 @@ class CommandAgent:
                 env = {**env, **route.env}
                 confinement = confinement.going_out(route)
             outcome = await run_process(
-                command,
+                shell_free(command, path=env.get("PATH")) or command,  # no shell only to split words
                 cwd=task.worktree,
                 env=env,
                 timeout=task.limits.max_wall_seconds,
@@ -197,6 +198,28 @@ class CommandAgent:
             return AgentResult(status="failed", reason=reason, agent=self.name, blocked=blocked)
         summary = tail or f"`{self.name}` finished"
         return AgentResult(status="finished", summary=summary, agent=self.name, blocked=blocked)
+
+
+_SHELL_SIGNS = re.compile(r"[$`\\;&|<>()*?\[\]{}~#!\n\r]")
+"""What makes a shell do more than split a line into words: expansions, escapes, operators,
+redirections, groups, globs, `~`, comments, history and line breaks."""
+_SHELL_WORDS = frozenset({"if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while",
+                          "until", "do", "done", "in", "function", "time", "coproc", "[[", "]]"})  # fmt: skip
+
+
+def shell_free(command: str, *, path: str | None) -> list[str] | None:
+    """`command` as the words `bash -c` would run, when splitting it is all `bash` would do (only
+    words, blanks and quotes, no assignment or keyword first) and its program is found on `path`:
+    one process less a start. None when it needs a shell (or bash should say what is missing)."""
+    if _SHELL_SIGNS.search(command):
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if not words or "=" in words[0] or words[0] in _SHELL_WORDS or shutil.which(words[0], path=path) is None:
+        return None
+    return words
 
 
 def _write_prompt(prompt_file: Path, prompt: str) -> None:

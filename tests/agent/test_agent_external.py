@@ -119,3 +119,48 @@ def test_presets_need_their_binary() -> None:
         "x", "definitely-not-installed-xyz", binary="definitely-not-installed-xyz"
     ).available()
     assert CommandAgent("sh", "sh -c true", binary="sh").available()
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("/bin/cat STORY-001 /tmp/wt", ["/bin/cat", "STORY-001", "/tmp/wt"]),
+        ("cat 'a file' \"b c\" ''", ["cat", "a file", "b c", ""]),
+        ('cat "$(cat /x)"', None),  # an expansion
+        ("cat `id`", None),
+        ("cat a | wc", None),
+        ("cat a; cat b", None),
+        ("cat < a", None),
+        ("cat ~/a", None),
+        ("cat *.py", None),
+        ("cat 'a\\b'", None),  # escapes: left to the shell
+        ("X=1 cat a", None),  # an assignment
+        ("time cat a", None),  # a keyword
+        ("cat a\ncat b", None),
+        ("cat 'unclosed", None),
+        ("no-such-program-anywhere a", None),  # bash says what is missing, as before
+    ],
+)
+def test_only_a_command_a_shell_would_just_split_runs_without_one(
+    command: str, words: list[str] | None
+) -> None:
+    from bot.agent.external import shell_free
+
+    assert shell_free(command, path="/usr/bin:/bin") == words
+
+
+async def test_a_plain_command_runs_without_a_shell_and_one_that_needs_it_with_one(
+    make_task: MakeTask, tmp_path: Path
+) -> None:
+    from tests.support import audit_threads
+
+    agent_sh = script(tmp_path, 'echo "done $1"\n')
+    with audit_threads("subprocess.Popen", lambda args: "/bin/bash" in args[1]) as no_shells:
+        plain = await CommandAgent("plain", f"{agent_sh} {{story_id}}", binary=None).run(make_task())
+    with audit_threads("subprocess.Popen", lambda args: "/bin/bash" in args[1]) as shells:
+        shelled = await CommandAgent("shelled", f"{agent_sh} $(echo {{story_id}})", binary=None).run(
+            make_task()
+        )
+    assert plain.summary == shelled.summary == "done STORY-001"
+    assert no_shells == []
+    assert shells, "a command substitution still runs in bash"
