@@ -19,7 +19,7 @@ from bot.workspace import (
     remove_worktree,
     stage_all,
 )
-from bot.workspace.merging import merge_in_mirror
+from bot.workspace.merging import Merging, merge_in_mirror
 
 BOT_NAME = "plan-cascade[bot]"
 BOT_EMAIL = "123+plan-cascade[bot]@users.noreply.github.com"
@@ -55,7 +55,7 @@ async def _in_worktree(mirror: Mirror, tmp_path: Path, branches: list[str]) -> t
     return head, outcome.merged
 
 
-async def _in_mirror(mirror: Mirror, branches: list[str]) -> str | None:
+async def _in_mirror(mirror: Mirror, branches: list[str], ahead: Merging | None = None) -> str | None:
     return await merge_in_mirror(
         mirror,
         await mirror.resolve("origin/main"),
@@ -63,6 +63,7 @@ async def _in_mirror(mirror: Mirror, branches: list[str]) -> str | None:
         author_name=BOT_NAME,
         author_email=BOT_EMAIL,
         message_for=lambda b: f"Merge {b}",
+        ahead=ahead,
     )
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.workspace import Mirror
-from bot.workspace.merging import Merging, merge_in_mirror
+from bot.workspace.merging import Merging
 from tests.workspace.test_ws_merging import BOT_EMAIL, BOT_NAME, Git, _branch
+from tests.workspace.test_ws_merging import _in_mirror as _merge
 
 OLD = "2001-02-03T04:05:06+00:00"
 """The committer date of merges made ahead here: what tells them from merges made again now."""
@@ -27,18 +28,6 @@ async def _ahead(mirror: Mirror, branches: list[str], *, onto: str = "origin/mai
     for branch in branches:
         assert await merging.add(branch)
     return merging
-
-
-async def _merge(mirror: Mirror, branches: list[str], ahead: Merging | None) -> str | None:
-    return await merge_in_mirror(
-        mirror,
-        await mirror.resolve("origin/main"),
-        branches,
-        author_name=BOT_NAME,
-        author_email=BOT_EMAIL,
-        message_for=_message,
-        ahead=ahead,
-    )
 
 
 def _chain(git: Git, mirror: Mirror, head: str) -> list[str]:
