@@ -126,9 +126,10 @@ class MergeAhead:
     only where they lead to its own merge (`merge_in_mirror`'s `ahead`: the same base, branches
     and commits); a conflict or an error stops them, and the merge is made from the base then."""
 
-    def __init__(self, run: Run, batch: int, order: list[str], base: str) -> None:
+    def __init__(self, run: Run, batch: int, order: list[str], base: str, *, done: list[str]) -> None:
         self.run, self.batch, self.order, self.base = run, batch, order, base
-        self.done: set[str] = set()
+        self.done = set(done)
+        """The batch's stories done already (each passed or not), `finished` ones added."""
         self.merging: Merging | None = None
         self._next = 0
         self._stopped = False
@@ -141,7 +142,7 @@ class MergeAhead:
             self._task = asyncio.ensure_future(self._advance())
 
     async def taken(self) -> Merging | None:
-        """The merges made so far, once the one under way is made; None when they stopped."""
+        """The merges made so far, once the one under way is made; None when none could be made."""
         self._stopped = True  # nothing more is begun
         if self._task is not None:
             try:
@@ -150,7 +151,7 @@ class MergeAhead:
                 if not self._task.cancelled():  # it is this wait that is cancelled
                     raise
                 return None
-        return None if self.merging is None or self.merging.conflicted else self.merging
+        return self.merging  # `merge_in_mirror` takes up only what still leads to its merge
 
     def close(self) -> None:
         """The batch stopped: whatever is under way is cancelled (its objects are never used)."""

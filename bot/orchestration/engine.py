@@ -95,8 +95,8 @@ async def _batches(run: Run) -> PlanState:
         if overlap:
             await run.update(functools.partial(_add_warnings, warnings=overlap), important=True)
         base = batch_base(run, number)
-        ahead = MergeAhead(run, number, ids, base)  # each story merged as it is done, in order
-        ahead.done.update(sid for sid in ids if sid not in ready)
+        # Each story merged as it is done, in the batch's order (those not run now are done).
+        ahead = MergeAhead(run, number, ids, base, done=[sid for sid in ids if sid not in ready])
         run.merges_ahead[number] = ahead.taken
         try:
             stopped = await _run_batch(run, number, ids, ready, base, ahead)

@@ -313,8 +313,15 @@ async def confined_child(
     registry = confinement.registry if confinement is not None else None
     if registry is not None:
         registry.record(proc.pid)
-    child = Child(proc=proc, output=output, transport=transport, gate=gate, limits=limits, on_start=on_start)
-    child.group = joined  # removed when it is left, whether or not it is released
+    child = Child(  # its cgroup (one it joined) is removed when it is left, released or not
+        proc=proc,
+        output=output,
+        transport=transport,
+        gate=gate,
+        limits=limits,
+        group=joined,
+        on_start=on_start,
+    )
     try:
         yield child
     finally:

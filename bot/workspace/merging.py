@@ -108,17 +108,13 @@ class Merging:
         if version < WRITE_TREE:
             return None
         attr_tree = version >= ATTR_TREE
-        known = _TREES.get((str(mirror.path), onto))  # the last batch's merge, made here
-        if attr_tree:
-            head_tree = known or await _tree(mirror, onto)
-        elif known is not None:
-            head_tree = known
-            if await _has_attributes(mirror, head_tree):
-                return None
-        else:
+        if attr_tree or (str(mirror.path), onto) in _TREES:  # known: the batch before, merged here
+            head_tree = await _tree(mirror, onto)
+            attributes = not attr_tree and await _has_attributes(mirror, head_tree)
+        else:  # both asked of git, side by side
             head_tree, attributes = await asyncio.gather(_tree(mirror, onto), _has_attributes(mirror, onto))
-            if attributes:
-                return None
+        if attributes:
+            return None
         env = mirror.local_env(
             {
                 "GIT_AUTHOR_NAME": author_name,
