@@ -38,8 +38,11 @@ HARDENING = (
     "-c", "core.untrackedCache=false",
     "-c", "credential.helper=",
     "-c", "protocol.ext.allow=never",
+    "-c", "maintenance.auto=false",
 )  # fmt: skip
-"""Options on every git call: nothing a repository or an agent wrote makes our git run a program."""
+"""Options on every git call: nothing a repository or an agent wrote makes our git run a program.
+Nor does git start its own upkeep after each commit (`maintenance.auto`, ~2.5 ms and a process
+a commit, a dozen a run): the mirror's fetch asks for it once a run (`bot.workspace.mirror.FETCH`)."""
 
 STDERR_TAIL = 2000
 """How many characters of stderr an error message keeps (the end, where git explains)."""

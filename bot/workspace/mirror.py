@@ -38,10 +38,10 @@ class Pusher(Protocol):
 
 
 FETCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
-FETCH = ("fetch", "--prune", "--prune-tags", "--force", "origin")
-"""Every fetch: branches as configured, and tags exactly as the remote has them. Without
-`--prune-tags --force` a tag deleted on the remote stays and a moved one is never updated
-(git only follows new tags), so `git describe` would name a version the remote no longer has."""
+FETCH = ("-c", "maintenance.auto=true", "fetch", "--prune", "--prune-tags", "--force", "origin")
+"""Every fetch: branches as configured, tags exactly as the remote has them (without `--prune-tags
+--force` a tag deleted or moved there stays, and `git describe` names a version gone), and git's
+automatic upkeep (`maintenance run --auto`), once a run, which every other call leaves out."""
 MIRROR_CONFIG_KEYS = frozenset(
     {
         "core.repositoryformatversion",
