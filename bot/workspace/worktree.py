@@ -233,18 +233,30 @@ async def cleanup(worktree: Worktree, home: Path) -> None:
 
 
 async def _remove_locked(wt: Worktree) -> None:
-    removed = None
-    admin = admin_dir(wt.mirror, wt.path) if wt.mirror.exists() else None
+    """What `git worktree remove --force --force` does, without a git process: the work tree
+    goes, then its folder in the mirror (`worktrees/<id>`, git's whole record of it), even when
+    the first fails; with the sandboxes' copy of its git, in one thread. A worktree the mirror
+    has no record of for this path leaves its registration, if any, to `git worktree prune`."""
+    known = wt.mirror.exists()
+    admin = admin_dir(wt.mirror, wt.path) if known else None
     scratch = _view(wt.mirror, admin).scratch if admin is not None else None
-    if scratch is not None and (scratch.exists() or scratch.is_symlink()):  # its sandboxes' git on disk
-        with contextlib.suppress(OSError):  # goes with it (or with the next); in memory: none made
-            await asyncio.to_thread(remove_scratch, scratch)
-    if wt.mirror.exists():
-        removed = await wt.mirror.git("worktree", "remove", "--force", "--force", str(wt.path), check=False)
-    if wt.path.exists() or wt.path.is_symlink():  # what git left (an unreadable folder, a deep tree)
-        await asyncio.to_thread(remove_tree, wt.path)
-    if wt.mirror.exists() and (removed is None or removed.returncode != 0):
-        await wt.mirror.git("worktree", "prune")  # the folder was gone or locked: drop its registration
+
+    def remove() -> None:
+        if scratch is not None:  # its sandboxes' git on disk (none when made in memory)
+            with contextlib.suppress(OSError):  # goes with the next removal then
+                remove_scratch(scratch)
+        try:
+            remove_tree(wt.path)  # whatever its processes left: unreadable folders, deep trees
+        finally:
+            if admin is not None:
+                remove_tree(admin)
+
+    try:
+        await asyncio.to_thread(remove)
+    finally:
+        wt.mirror.worktree_admins.pop(wt.path, None)
+    if known and admin is None:
+        await wt.mirror.git("worktree", "prune")  # the folder was gone or not ours: drop its record
 
 
 async def head_sha(wt: Worktree) -> str:

@@ -95,8 +95,16 @@ async def test_a_worktree_add_goes_before_the_removals_queued_ahead_of_it(
             order.append(f"{verb} {Path(next(a for a in args if a.startswith(str(tmp_path)))).name}")
         return await original(args, **kwargs)
 
+    removing = worktree_module.remove_tree  # a removal starts no git: its files go in a thread
+
+    def remove_tree(path: Path) -> None:
+        if path.parent == tmp_path:
+            order.append(f"remove {path.name}")
+        removing(path)
+
     monkeypatch.setattr(worktree_module, "run_git", run_git)
     monkeypatch.setattr("bot.workspace.mirror.run_git", run_git)
+    monkeypatch.setattr(worktree_module, "remove_tree", remove_tree)
     async with mirror.worktree_lock:  # the lock busy while they queue up, removals first
         removals = [asyncio.ensure_future(remove_worktree(wt)) for wt in done]
         await asyncio.sleep(0.05)

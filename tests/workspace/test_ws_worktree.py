@@ -196,6 +196,32 @@ async def test_remove_worktree_is_idempotent_even_when_dir_is_gone(
     await add_worktree(mirror, branch="bot/y", base_ref="origin/main", path=tmp_path / "y2")
 
 
+async def test_a_removal_starts_no_git_and_leaves_git_nothing_to_prune(
+    mirror: Mirror, tmp_path: Path, git: Git, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `git worktree remove --force --force` does, done by the bot: git agrees afterwards."""
+    kept = await add_worktree(mirror, branch="bot/kept", base_ref="origin/main", path=tmp_path / "kept")
+    wt = await add_worktree(mirror, branch="bot/gone", base_ref="origin/main", path=tmp_path / "gone")
+    (wt.path / "dirty.txt").write_text("uncommitted\n")
+    git("worktree", "lock", str(wt.path), cwd=mirror.path)  # --force --force removes a locked one too
+    admin = wt.admin
+
+    async def no_git(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a removal started git: {args}")
+
+    monkeypatch.setattr(worktree_module, "run_git", no_git)
+    monkeypatch.setattr(mirror_module, "run_git", no_git)
+    await remove_worktree(wt)
+    monkeypatch.undo()
+    assert not wt.path.exists() and not admin.exists()
+    assert git("worktree", "prune", "--dry-run", "-v", cwd=mirror.path) == ""
+    listed = git("worktree", "list", "--porcelain", cwd=mirror.path)
+    assert str(wt.path) not in listed and str(kept.path) in listed
+    assert git("rev-parse", "refs/heads/bot/gone", cwd=mirror.path)  # its branch stays, as with git
+    again = await add_worktree(mirror, branch="bot/gone", base_ref="origin/main", path=tmp_path / "gone")
+    assert (again.path / "README.md").is_file() and not (again.path / "dirty.txt").exists()
+
+
 async def _branch_writing(mirror: Mirror, tmp_path: Path, *, branch: str, files: dict[str, str]) -> None:
     wt = await add_worktree(
         mirror, branch=branch, base_ref="origin/main", path=tmp_path / branch.replace("/", "-")
