@@ -13,6 +13,7 @@ import re
 
 MASK = "***"
 _known: set[str] = set()
+_names: dict[str, str] = {}
 MIN_SECRET = 8
 """Shorter registered values are not masked (they would mask ordinary words)."""
 
@@ -41,10 +42,18 @@ _HIDDEN = re.compile(
 """Exactly our state blocks: base64, hex and digits only, so nothing credential-shaped fits inside."""
 
 
-def register_secret(value: str | None) -> None:
-    """Never let `value` leave the process in clear (tokens, keys, webhook secrets)."""
+def register_secret(value: str | None, *, name: str | None = None) -> None:
+    """Never let `value` leave the process in clear (tokens, keys, webhook secrets); `name`: the
+    variable it was handed over by, which the secret scan may say (a name, never the value)."""
     if value and len(value.strip()) >= MIN_SECRET:
         _known.add(value.strip())
+        if name:
+            _names[value.strip()] = name
+
+
+def secret_name(value: str) -> str | None:
+    """The variable a registered `value` was handed over by, if it was."""
+    return _names.get(value.strip())
 
 
 def known_secrets() -> tuple[str, ...]:

@@ -71,9 +71,49 @@ async def test_a_value_handed_to_agents_is_never_pushed(
         assert state is not None
         story = state.stories["STORY-001"]
         assert story.status == StoryStatus.FAILED and story.reason is not None
-        assert "tracker-story-001.cfg:1 (a secret of the Plan Cascade server)" in story.reason
+        assert (
+            "tracker-story-001.cfg:1 (a secret of the Plan Cascade server: the value of TRACKER_TOKEN)"
+            in story.reason
+        )  # the operator is told which variable, and what to do if it is no secret
+        assert "TRACKER_TOKEN is handed over by name, so secret" in story.reason
+        assert "PLAN_CASCADE_PUBLIC_ENV" in story.reason
         assert value not in all_objects(tmp_path / "remote.git")
         assert value not in everything_written(h)
+
+
+async def test_a_registry_url_declared_public_is_pushed_in_the_lockfile_that_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The corporate-proxy set-up hands setup a registry's URL, and `npm install` writes it in
+    `package-lock.json`: declared public, it is neither masked nor refused in the push."""
+    registry = f"https://npm-mirror-{secrets.token_hex(4)}.corp.example/"
+    monkeypatch.setenv("COREPACK_NPM_REGISTRY", registry)
+    setup = 'setup:\n  - "echo resolved $COREPACK_NPM_REGISTRY/left-pad.tgz > package-lock.json"\n'
+    async with Harness(
+        tmp_path,
+        execute=True,
+        PLAN_CASCADE_SANDBOX="off",
+        PLAN_CASCADE_SETUP_ENV="COREPACK_NPM_REGISTRY",
+        PLAN_CASCADE_PUBLIC_ENV="COREPACK_NPM_REGISTRY",
+    ) as h:
+        await plan_and_run(h, tmp_path, {"README.md": "# demo\n"}, extra=setup + "gates:\n  max_retries: 0\n")
+        state = decode_state(h.plan_comments(1)[0].body)
+        assert state is not None
+        story = state.stories["STORY-001"]
+        assert story.status == StoryStatus.PASSED, story.reason
+        assert registry in all_objects(tmp_path / "remote.git")
+        assert redact(f"the registry is {registry}") == f"the registry is {registry}"
+
+
+def test_only_the_names_declared_public_are_left_out() -> None:
+    token, url = shapeless(), "https://registry.corp.example/npm/"
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        PLAN_CASCADE_SETUP_ENV="NPM_CONFIG_REGISTRY, NPM_TOKEN",
+        PLAN_CASCADE_PUBLIC_ENV="NPM_CONFIG_REGISTRY, NOT_HANDED",
+        PLAN_CASCADE_SANDBOX="off",
+    )
+    assert settings.handed({"NPM_CONFIG_REGISTRY": url, "NPM_TOKEN": token}) == {"NPM_TOKEN": token}
 
 
 def test_every_value_handed_by_name_is_registered_where_the_sandbox_is_made() -> None:
@@ -94,7 +134,11 @@ def test_every_value_handed_by_name_is_registered_where_the_sandbox_is_made() ->
     assert redact(said) == said  # nothing registered them before
     settings.sandbox_policy(environ=environ)
     assert redact(said) == f"mcp said {MASK}, the agent {MASK}, setup {MASK}, and {environ['UNRELATED']}"
-    assert sorted(settings.handed_values(environ)) == sorted([mcp, agent, setup])
+    assert settings.handed(environ) == {
+        "PLAN_CASCADE_MCP_TRACKER_KEY": mcp,
+        "GEMINI_API_KEY": agent,
+        "PIP_INDEX_PASSWORD": setup,
+    }
 
 
 def test_the_action_registers_what_it_hands_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

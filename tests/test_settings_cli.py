@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app.doctor import deliveries_check, run_checks, trust_check, urls_check
+from bot.app.doctor import deliveries_check, handed_check, run_checks, trust_check, urls_check
 from bot.cli import main
 from bot.errors import ConfigurationError
 from bot.runtime.settings import Settings, load_settings
@@ -156,6 +156,7 @@ async def test_doctor_reports_each_check(tmp_path: Path) -> None:
         (True, "App"),
         (True, "sandbox"),
         (True, "TLS trust"),
+        (True, "handed values"),
         (True, "LLM"),
         (True, "status page"),
         (True, "database"),
@@ -281,3 +282,34 @@ def test_doctor_says_when_a_tls_trust_setting_names_a_file_setup_cannot_read(tmp
     hidden.write_text("x")
     ok, _, detail = trust_check(settings, environ={"REQUESTS_CA_BUNDLE": str(hidden)})
     assert not ok and "the sandbox hides it" in detail
+
+
+def test_doctor_says_which_handed_values_look_like_no_secret_and_which_public_ones_hold_one(
+    tmp_path: Path,
+) -> None:
+    """A registry's URL handed to setup as a secret would fail every push of a lockfile naming it."""
+    environ = {
+        "COREPACK_NPM_REGISTRY": "https://npm-mirror.corp.example/",
+        "NPM_TOKEN": "npm_" + "x" * 36,
+        "PIP_INDEX_URL": "https://build:s3cret-pass@pypi.corp.example/simple",
+    }
+    settings = make_settings(tmp_path, PLAN_CASCADE_SETUP_ENV="COREPACK_NPM_REGISTRY,NPM_TOKEN,PIP_INDEX_URL")
+    ok, name, detail = handed_check(settings, environ=environ)
+    assert (ok, name) == (True, "handed values")
+    assert "COREPACK_NPM_REGISTRY, NPM_TOKEN, PIP_INDEX_URL handed over as secrets" in detail
+    assert "warning: COREPACK_NPM_REGISTRY looks like a registry's URL" in detail
+    assert "PLAN_CASCADE_PUBLIC_ENV if it holds no credential" in detail
+    assert "NPM_TOKEN looks" not in detail and "PIP_INDEX_URL looks" not in detail  # a token; a password
+
+    declared = make_settings(
+        tmp_path,
+        PLAN_CASCADE_SETUP_ENV="COREPACK_NPM_REGISTRY,NPM_TOKEN,PIP_INDEX_URL",
+        PLAN_CASCADE_PUBLIC_ENV="COREPACK_NPM_REGISTRY,PIP_INDEX_URL,UV_DEFAULT_INDEX",
+    )
+    ok, _, detail = handed_check(declared, environ=environ)
+    assert not ok
+    assert detail.startswith("PIP_INDEX_URL is in PLAN_CASCADE_PUBLIC_ENV but its URL holds a credential")
+    assert "NPM_TOKEN handed over as secrets" in detail
+    assert "COREPACK_NPM_REGISTRY, PIP_INDEX_URL, UV_DEFAULT_INDEX as no secret" in detail
+    assert "warning: PLAN_CASCADE_PUBLIC_ENV names UV_DEFAULT_INDEX, which is not handed over" in detail
+    assert "s3cret-pass" not in detail

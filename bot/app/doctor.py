@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -37,6 +39,7 @@ async def run_checks(settings: Settings, *, transport: httpx.AsyncBaseTransport 
     results: list[Check] = [app_check(problems)]
     results.append(sandbox_check(settings))
     results.append(trust_check(settings))
+    results.append(handed_check(settings))
     results.append(llm_check(settings))
     results.append(status_page_check(settings))
     as_app = not problems.keys() & {"PLAN_CASCADE_APP_ID", "PLAN_CASCADE_PRIVATE_KEY"}
@@ -243,3 +246,41 @@ def trust_check(settings: Settings, *, environ: Mapping[str, str] | None = None)
             ),
         )
     return True, "TLS trust", f"{names} reach setup and gates, their files readable in the sandbox"
+
+
+def handed_check(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Check:
+    """Which values are handed over by name as secrets (masked, refused in a push), and those that
+    look like none: a registry's URL, which lockfiles record, so every push adding one would fail."""
+    env = os.environ if environ is None else environ
+    names = {n.strip() for n in f"{settings.agent_env},{settings.setup_env}".split(",") if n.strip()}
+    public = [n.strip() for n in settings.public_env.split(",") if n.strip()]
+    secret = sorted(n for n in settings.handed(env) if n in names)
+    problems = [
+        f"{n} is in PLAN_CASCADE_PUBLIC_ENV but its URL holds a credential, which would be shown and pushed"
+        for n in public
+        if n in names and _url(env.get(n, ""), credential=True)
+    ]
+    warnings = [
+        f"PLAN_CASCADE_PUBLIC_ENV names {n}, which is not handed over" for n in public if n not in names
+    ]
+    warnings += [
+        f"{n} looks like a registry's URL, which lockfiles record, so a push adding it is refused: "
+        "list it in PLAN_CASCADE_PUBLIC_ENV if it holds no credential"
+        for n in secret
+        if _url(env.get(n, ""), credential=False)
+    ]
+    said = f"{', '.join(secret) or 'none'} handed over as secrets (masked, never pushed)"
+    if public:
+        said += f"; {', '.join(public)} as no secret"
+    detail = "; ".join([*problems, said, *(f"warning: {w}" for w in warnings)])
+    return not problems, "handed values", detail
+
+
+def _url(value: str, *, credential: bool) -> bool:
+    """Whether `value` is an http(s) URL with (`credential`) or without a user, password or query."""
+    try:
+        parts = urlsplit(value.strip())
+        held = bool(parts.username or parts.password or parts.query)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and held == credential

@@ -174,12 +174,12 @@ DOCTOR_MARKS = {True: "ok  ", False: "FAIL", None: "--  "}
 """How `doctor` marks a check: passed, failed, not made (it needs the App)."""
 
 
-def _register_secrets(settings: object, register: Callable[[str | None], None]) -> None:
+def _register_secrets(settings: object, register: Callable[..., None]) -> None:
     for name in ("webhook_secret", "anthropic_api_key", "openai_api_key", "private_key", "state_key"):
         value = getattr(settings, name, None)
         register(value.get_secret_value() if value is not None else None)
-    for handed in settings.handed_values():  # type: ignore[attr-defined]
-        register(handed)  # the values handed by name: secrets before the first line is logged
+    for name, handed in settings.handed().items():  # type: ignore[attr-defined]
+        register(handed, name=name)  # the values handed by name: secrets before the first line is logged
     try:
         register(settings.private_key_pem())  # type: ignore[attr-defined]
     except PlanCascadeError:

@@ -64,7 +64,7 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 from detect_secrets.util.filetype import determine_file_type
 
 from bot.config.globs import is_denied
-from bot.redaction import MASK
+from bot.redaction import MASK, secret_name
 
 NAME_LINE = 0
 """The line number of an `AddedLine` that is a path a change adds (its text is the path)."""
@@ -138,7 +138,8 @@ class AddedLine:
 
 @dataclass(frozen=True)
 class Finding:
-    """A credential in an added line; `hint` is the value masked (empty for a server secret)."""
+    """A credential in an added line; `hint` is the value masked (for a server secret: the name
+    of the variable it was handed over by, or empty)."""
 
     path: str
     line: int
@@ -216,7 +217,8 @@ def scan(
         for needle in needles:
             if needle in added.text:
                 key = (added.path, added.line, SERVER_RULE)
-                found.setdefault(key, Finding(_shown(added, needle), added.line, SERVER_RULE))
+                named = secret_name(needle) or ""  # the variable it was handed by: a name, no value
+                found.setdefault(key, Finding(_shown(added, needle), added.line, SERVER_RULE, named))
         if added.path not in skipped:
             skipped[added.path] = bool(ignore) and is_denied(added.path, ignore)
         if skipped[added.path]:
@@ -340,15 +342,29 @@ def feedback(findings: Sequence[Finding]) -> str:
 
 def _line(finding: Finding) -> str:
     if finding.rule == SERVER_RULE:
-        return f"{finding.where()}: {SERVER_RULE} (its value is withheld)"
+        named = f", the value of {finding.hint}" if finding.hint else ""
+        return f"{finding.where()}: {SERVER_RULE} (its value is withheld{named})"
     return f"{finding.where()}: {finding.rule}" + (f" ({finding.hint})" if finding.hint else "")
 
 
 def failure(findings: Sequence[Finding], *, attempts: int) -> str:
     """The story's failure reason once retries ran out: where and which rule, never a value."""
-    places = ", ".join(f"{f.where()} ({f.rule})" for f in findings[:10])
+    places = ", ".join(f"{f.where()} ({_rule(f)})" for f in findings[:10])
     more = f" and {len(findings) - 10} more" if len(findings) > 10 else ""
+    handed = sorted({f.hint for f in findings if f.rule == SERVER_RULE and f.hint})
+    public = (
+        f". {', '.join(handed)} {'is' if len(handed) == 1 else 'are'} handed over by name, so secret; "
+        "if no secret (a registry's URL), the operator lists it in PLAN_CASCADE_PUBLIC_ENV"
+        if handed
+        else ""
+    )
     return (
         f"the change still adds credentials after {attempts} attempt(s), so nothing was pushed: "
-        f"{places}{more}"
+        f"{places}{more}{public}"
     )
+
+
+def _rule(finding: Finding) -> str:
+    if finding.rule == SERVER_RULE and finding.hint:
+        return f"{SERVER_RULE}: the value of {finding.hint}"
+    return finding.rule

@@ -107,6 +107,8 @@ class Settings(BaseSettings):
     """Comma-separated variables of this environment handed to external CLI agents (visible to them)."""
     setup_env: str = Field(default="", validation_alias="PLAN_CASCADE_SETUP_ENV")
     """Comma-separated variables of this environment handed to setup commands (e.g. PIP_INDEX_URL)."""
+    public_env: str = Field(default="", validation_alias="PLAN_CASCADE_PUBLIC_ENV")
+    """Comma-separated names among those two whose values are no secret (a registry's URL, a flag)."""
     setup_egress: str | None = Field(default=None, validation_alias="PLAN_CASCADE_SETUP_EGRESS")
     """Comma-separated hosts (`host`, `host:port`, `*.domain`, `IP:port`) setup may reach; `none`: none."""
     sandbox_processes: int = Field(
@@ -282,8 +284,8 @@ class Settings(BaseSettings):
     ) -> Sandbox:
         """The operator's sandbox for every process started on untrusted code."""
         env = os.environ if environ is None else environ
-        for value in self.handed_values(env):  # this process holds them now: never in clear, never pushed
-            register_secret(value)
+        for name, value in self.handed(env).items():  # this process holds them now: never in clear,
+            register_secret(value, name=name)  # never pushed
         names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
         agent_env = {name: env[name] for name in names if name in env}
         setup_names = [n.strip() for n in self.setup_env.split(",") if n.strip()]
@@ -304,13 +306,15 @@ class Settings(BaseSettings):
             mcp=McpPolicy(self.mcp_egress_hosts(), self.mcp_allow_all_tools, mcp_variables(env)),
         )
 
-    def handed_values(self, environ: Mapping[str, str] | None = None) -> list[str]:
-        """The values handed over by name: of the variables `PLAN_CASCADE_AGENT_ENV` and
-        `PLAN_CASCADE_SETUP_ENV` name, and of `PLAN_CASCADE_MCP_*` (what MCP servers may name).
-        They have no shape a rule knows, so they are secrets by where they come from."""
+    def handed(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The values handed over by name, by name: of the variables `PLAN_CASCADE_AGENT_ENV` and
+        `PLAN_CASCADE_SETUP_ENV` name (but those `PLAN_CASCADE_PUBLIC_ENV` says are no secret),
+        and of `PLAN_CASCADE_MCP_*` (what MCP servers may name). They have no shape a rule knows,
+        so they are secrets by where they come from."""
         env = os.environ if environ is None else environ
         names = {n.strip() for n in f"{self.agent_env},{self.setup_env}".split(",") if n.strip()}
-        return [env[n] for n in sorted(names) if env.get(n)] + list(mcp_variables(env).values())
+        names -= {n.strip() for n in self.public_env.split(",") if n.strip()}
+        return {**{n: env[n] for n in sorted(names) if env.get(n)}, **mcp_variables(env)}
 
     def sandbox_limits(self, *, cgroups: bool = True) -> Limits:
         """What each confined process may use of the host; with `cgroups`, where its cgroups go."""
