@@ -56,7 +56,7 @@ async def test_a_value_setup_prints_is_masked_in_the_comment_that_reports_it(
 
 
 async def test_a_value_handed_to_agents_is_never_pushed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     value = shapeless()
     monkeypatch.setenv("TRACKER_TOKEN", value)
@@ -77,6 +77,9 @@ async def test_a_value_handed_to_agents_is_never_pushed(
         )  # the operator is told which variable, and what to do if it is no secret
         assert "TRACKER_TOKEN is handed over by name, so secret" in story.reason
         assert "PLAN_CASCADE_PUBLIC_ENV" in story.reason
+        assert (
+            "(a secret of the Plan Cascade server: the value of TRACKER_TOKEN)" in caplog.text
+        )  # the log too
         assert value not in all_objects(tmp_path / "remote.git")
         assert value not in everything_written(h)
 

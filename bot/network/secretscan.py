@@ -349,7 +349,7 @@ def _line(finding: Finding) -> str:
 
 def failure(findings: Sequence[Finding], *, attempts: int) -> str:
     """The story's failure reason once retries ran out: where and which rule, never a value."""
-    places = ", ".join(f"{f.where()} ({_rule(f)})" for f in findings[:10])
+    places = ", ".join(f"{f.where()} ({rule_said(f)})" for f in findings[:10])
     more = f" and {len(findings) - 10} more" if len(findings) > 10 else ""
     handed = sorted({f.hint for f in findings if f.rule == SERVER_RULE and f.hint})
     public = (
@@ -364,7 +364,8 @@ def failure(findings: Sequence[Finding], *, attempts: int) -> str:
     )
 
 
-def _rule(finding: Finding) -> str:
+def rule_said(finding: Finding) -> str:
+    """The finding's rule, with the variable a server secret was handed over by."""
     if finding.rule == SERVER_RULE and finding.hint:
         return f"{SERVER_RULE}: the value of {finding.hint}"
     return finding.rule

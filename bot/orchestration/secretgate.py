@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bot.network.secretscan import Finding
+from bot.network.secretscan import Finding, rule_said
 from bot.orchestration.run import Run
 from bot.redaction import known_secrets
 from bot.tasks import forget
@@ -85,7 +85,7 @@ async def hold_back(
     change = staged.task if staged is not None and staged.since == since else None
     findings = await outgoing_secrets(wt, since=since, head=head, known=known, ignore=ignore, staged=change)
     if findings:
-        listed = "; ".join(f"{f.where()} ({f.rule})" for f in findings[:10])
+        listed = "; ".join(f"{f.where()} ({rule_said(f)})" for f in findings[:10])
         log.warning("%s: its commits add credentials, not pushed and undone: %s", story_id, listed)
         await uncommit(wt, to=since)
         return findings
