@@ -14,7 +14,8 @@ exactly as a repository with no `.github/plan-cascade.yml` gets it: detected set
 gates, README defaults, and the server's settings from this environment: its sandbox (`required`
 unless PLAN_CASCADE_SANDBOX says otherwise; bubblewrap, the data dir hidden) and its tool PATH
 (PLAN_CASCADE_TOOL_PATH, default /usr/local/bin:/usr/bin:/bin), its setup variables
-(PLAN_CASCADE_SETUP_ENV) and the TLS trust settings of this environment. The story's agent is
+(PLAN_CASCADE_SETUP_ENV, and PLAN_CASCADE_PUBLIC_ENV for those that are no secret) and the TLS
+trust settings of this environment. The story's agent is
 the default `builtin` agent driven by a scripted model (no LLM): it writes
 `docs/plan-cascade-bench.md` and finishes, a change no gate can object to.
 
