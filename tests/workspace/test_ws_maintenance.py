@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import bot.workspace.mirror as mirror_module
-from bot.workspace import Mirror, add_worktree, commit_staged, stage_all
+from bot.workspace import Mirror, Worktree, add_worktree, commit_staged, stage_all
 from tests.workspace.conftest import Git
 
 BOT_NAME, BOT_EMAIL = "plan-cascade[bot]", "123+plan-cascade[bot]@users.noreply.github.com"
@@ -34,12 +34,18 @@ def _upkeep_shows(mirror: Mirror, git: Git) -> Path:
     return graphs
 
 
-async def test_a_worktree_commit_starts_no_upkeep_and_the_mirrors_fetch_does(
-    mirror: Mirror, tmp_path: Path, git: Git
-) -> None:
+async def _changed_worktree(mirror: Mirror, tmp_path: Path, git: Git) -> tuple[Path, Worktree]:
+    """Where the upkeep shows, and a worktree with a new file, not staged yet."""
     graphs = _upkeep_shows(mirror, git)
     wt = await add_worktree(mirror, branch="bot/m", base_ref="origin/main", path=tmp_path / "m")
     (wt.path / "new.txt").write_text("new\n")
+    return graphs, wt
+
+
+async def test_a_worktree_commit_starts_no_upkeep_and_the_mirrors_fetch_does(
+    mirror: Mirror, tmp_path: Path, git: Git
+) -> None:
+    graphs, wt = await _changed_worktree(mirror, tmp_path, git)
     await stage_all(wt)
     sha = await commit_staged(wt, message="new", author_name=BOT_NAME, author_email=BOT_EMAIL, trailers={})
     assert sha is not None
@@ -53,9 +59,7 @@ async def test_git_outside_the_bot_still_runs_its_upkeep_after_a_commit(
     mirror: Mirror, tmp_path: Path, git: Git
 ) -> None:
     """The check above can fail: the same commit made by a plain git does start the upkeep."""
-    graphs = _upkeep_shows(mirror, git)
-    wt = await add_worktree(mirror, branch="bot/p", base_ref="origin/main", path=tmp_path / "p")
-    (wt.path / "new.txt").write_text("new\n")
+    graphs, wt = await _changed_worktree(mirror, tmp_path, git)
     git("add", "-A", cwd=wt.path)
     git("commit", "-q", "-m", "new", cwd=wt.path)
     assert graphs.is_dir()
