@@ -292,11 +292,14 @@ def test_doctor_says_which_handed_values_look_like_no_secret_and_which_public_on
         "COREPACK_NPM_REGISTRY": "https://npm-mirror.corp.example/",
         "NPM_TOKEN": "npm_" + "x" * 36,
         "PIP_INDEX_URL": "https://build:s3cret-pass@pypi.corp.example/simple",
+        "COREPACK_INTEGRITY_KEYS": "0",
     }
-    settings = make_settings(tmp_path, PLAN_CASCADE_SETUP_ENV="COREPACK_NPM_REGISTRY,NPM_TOKEN,PIP_INDEX_URL")
+    handed = "COREPACK_NPM_REGISTRY,NPM_TOKEN,PIP_INDEX_URL,COREPACK_INTEGRITY_KEYS"
+    settings = make_settings(tmp_path, PLAN_CASCADE_SETUP_ENV=handed)
     ok, name, detail = handed_check(settings, environ=environ)
     assert (ok, name) == (True, "handed values")
     assert "COREPACK_NPM_REGISTRY, NPM_TOKEN, PIP_INDEX_URL handed over as secrets" in detail
+    assert "COREPACK_INTEGRITY_KEYS too short to mask (under 8 characters)" in detail
     assert "warning: COREPACK_NPM_REGISTRY looks like a registry's URL" in detail
     assert "PLAN_CASCADE_PUBLIC_ENV if it holds no credential" in detail
     assert "NPM_TOKEN looks" not in detail and "PIP_INDEX_URL looks" not in detail  # a token; a password

@@ -13,6 +13,7 @@ from bot.db.engine import Database
 from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server
+from bot.redaction import MIN_SECRET
 from bot.runtime.credentials import configured
 from bot.runtime.selftest import RECENT_DELIVERIES, deliveries_line, run_selftest
 from bot.runtime.settings import Settings
@@ -269,7 +270,11 @@ def handed_check(settings: Settings, *, environ: Mapping[str, str] | None = None
         for n in secret
         if _url(env.get(n, ""), credential=False)
     ]
+    short = [n for n in secret if len(env.get(n, "").strip()) < MIN_SECRET]  # `register_secret`'s floor
+    secret = [n for n in secret if n not in short]
     said = f"{', '.join(secret) or 'none'} handed over as secrets (masked, never pushed)"
+    if short:
+        said += f"; {', '.join(short)} too short to mask (under {MIN_SECRET} characters)"
     if public:
         said += f"; {', '.join(public)} as no secret"
     detail = "; ".join([*problems, said, *(f"warning: {w}" for w in warnings)])
