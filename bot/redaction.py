@@ -45,10 +45,15 @@ _HIDDEN = re.compile(
 def register_secret(value: str | None, *, name: str | None = None) -> None:
     """Never let `value` leave the process in clear (tokens, keys, webhook secrets); `name`: the
     variable it was handed over by, which the secret scan may say (a name, never the value)."""
-    if value and len(value.strip()) >= MIN_SECRET:
+    if value and maskable(value):
         _known.add(value.strip())
         if name:
             _names[value.strip()] = name
+
+
+def maskable(value: str) -> bool:
+    """Whether `value` is long enough to be registered and masked (`MIN_SECRET`)."""
+    return len(value.strip()) >= MIN_SECRET
 
 
 def secret_name(value: str) -> str | None:

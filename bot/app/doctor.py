@@ -13,10 +13,10 @@ from bot.db.engine import Database
 from bot.errors import ConfigurationError, GitHubError
 from bot.github import GitHubKitPort, make_app_github
 from bot.github.urls import api_url_problem, graphql_url, is_enterprise_server
-from bot.redaction import MIN_SECRET
+from bot.redaction import MIN_SECRET, maskable
 from bot.runtime.credentials import configured
 from bot.runtime.selftest import RECENT_DELIVERIES, deliveries_line, run_selftest
-from bot.runtime.settings import Settings
+from bot.runtime.settings import Settings, names_in
 from bot.sandbox.certs import CA_VARIABLES, ca_problems
 
 Check = tuple[bool | None, str, str]
@@ -253,8 +253,8 @@ def handed_check(settings: Settings, *, environ: Mapping[str, str] | None = None
     """Which values are handed over by name as secrets (masked, refused in a push), and those that
     look like none: a registry's URL, which lockfiles record, so every push adding one would fail."""
     env = os.environ if environ is None else environ
-    names = {n.strip() for n in f"{settings.agent_env},{settings.setup_env}".split(",") if n.strip()}
-    public = [n.strip() for n in settings.public_env.split(",") if n.strip()]
+    names = {*names_in(settings.agent_env), *names_in(settings.setup_env)}
+    public = names_in(settings.public_env)
     secret = sorted(n for n in settings.handed(env) if n in names)
     problems = [
         f"{n} is in PLAN_CASCADE_PUBLIC_ENV but its URL holds a credential, which would be shown and pushed"
@@ -270,7 +270,7 @@ def handed_check(settings: Settings, *, environ: Mapping[str, str] | None = None
         for n in secret
         if _url(env.get(n, ""), credential=False)
     ]
-    short = [n for n in secret if len(env.get(n, "").strip()) < MIN_SECRET]  # `register_secret`'s floor
+    short = [n for n in secret if not maskable(env.get(n, ""))]
     secret = [n for n in secret if n not in short]
     said = f"{', '.join(secret) or 'none'} handed over as secrets (masked, never pushed)"
     if short:

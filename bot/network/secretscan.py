@@ -342,8 +342,7 @@ def feedback(findings: Sequence[Finding]) -> str:
 
 def _line(finding: Finding) -> str:
     if finding.rule == SERVER_RULE:
-        named = f", the value of {finding.hint}" if finding.hint else ""
-        return f"{finding.where()}: {SERVER_RULE} (its value is withheld{named})"
+        return f"{finding.where()}: {rule_said(finding)} (its value is withheld)"
     return f"{finding.where()}: {finding.rule}" + (f" ({finding.hint})" if finding.hint else "")
 
 

@@ -286,9 +286,8 @@ class Settings(BaseSettings):
         env = os.environ if environ is None else environ
         for name, value in self.handed(env).items():  # this process holds them now: never in clear,
             register_secret(value, name=name)  # never pushed
-        names = [n.strip() for n in self.agent_env.split(",") if n.strip()]
-        agent_env = {name: env[name] for name in names if name in env}
-        setup_names = [n.strip() for n in self.setup_env.split(",") if n.strip()]
+        agent_env = {name: env[name] for name in names_in(self.agent_env) if name in env}
+        setup_names = names_in(self.setup_env)
         data = self.data_dir.resolve()
         hidden = [data, *([self.private_key_path.resolve()] if self.private_key_path else [])]
         return Sandbox(
@@ -312,8 +311,7 @@ class Settings(BaseSettings):
         and of `PLAN_CASCADE_MCP_*` (what MCP servers may name). They have no shape a rule knows,
         so they are secrets by where they come from."""
         env = os.environ if environ is None else environ
-        names = {n.strip() for n in f"{self.agent_env},{self.setup_env}".split(",") if n.strip()}
-        names -= {n.strip() for n in self.public_env.split(",") if n.strip()}
+        names = {*names_in(self.agent_env), *names_in(self.setup_env)} - {*names_in(self.public_env)}
         return {**{n: env[n] for n in sorted(names) if env.get(n)}, **mcp_variables(env)}
 
     def sandbox_limits(self, *, cgroups: bool = True) -> Limits:
@@ -372,6 +370,11 @@ class Settings(BaseSettings):
             key = self.openai_api_key
         value = key.get_secret_value() if key else None
         return None if is_placeholder(value) else value
+
+
+def names_in(setting: str) -> list[str]:
+    """The variable names of a comma-separated setting (`PLAN_CASCADE_AGENT_ENV`, ...), in order."""
+    return [n.strip() for n in setting.split(",") if n.strip()]
 
 
 def _hosts(setting: str | None) -> tuple[str, ...] | None:
