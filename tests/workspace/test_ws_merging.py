@@ -68,8 +68,12 @@ async def _in_mirror(mirror: Mirror, branches: list[str], ahead: Merging | None 
 
 
 def _commits(git: Git, mirror: Mirror, head: str) -> list[str]:
-    """Each commit from `head` back: tree, parents' trees, message, author and committer."""
-    lines = git("log", "--format=%T|%s|%an <%ae>|%cn <%ce>|%P", head, cwd=mirror.path).splitlines()
+    """Each commit from `head` back: tree, parents' trees, message, author and committer. In
+    graph order (`--topo-order`), never by date: two histories of the same shape made a second
+    apart would interleave their side branches differently by date."""
+    lines = git(
+        "log", "--topo-order", "--format=%T|%s|%an <%ae>|%cn <%ce>|%P", head, cwd=mirror.path
+    ).splitlines()
     out = []
     for line in lines:
         tree, subject, author, committer, parents = line.split("|")
